@@ -1,0 +1,163 @@
+"""Checks run once at the public boundary.
+
+Every message names the parameter, the value received and what was expected, so a learner
+who passes a bad value reads one sentence and knows what to change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+LAYOUTS = ("half", "interleaved")
+
+
+def check_dim(dim, name: str = "dim") -> int:
+    """A positive even integer: RoPE rotates features in pairs."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{name} must be an int, got {dim!r} of type {type(dim).__name__}")
+    if dim <= 0 or dim % 2:
+        raise ValueError(
+            f"{name} must be a positive even integer (features rotate in pairs), got {dim}"
+        )
+    return dim
+
+
+def check_positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r} of type {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value}")
+    return value
+
+
+def check_base(base, name: str = "base") -> float:
+    """A finite number greater than zero (θ_i = base^(−2i/d) needs a positive base)."""
+    if isinstance(base, torch.Tensor) and base.numel() == 1:
+        base = base.item()
+    if isinstance(base, bool) or not isinstance(base, (int, float)):
+        raise TypeError(f"{name} must be a number, got {base!r} of type {type(base).__name__}")
+    if not math.isfinite(base) or base <= 0:
+        raise ValueError(f"{name} must be a finite number greater than 0, got {base}")
+    return float(base)
+
+
+def check_layout(layout) -> str:
+    if layout not in LAYOUTS:
+        choices = ", ".join(repr(c) for c in LAYOUTS)
+        raise ValueError(f"layout must be one of {choices}, got {layout!r}")
+    return layout
+
+
+def check_float_tensor(x, name: str = "x") -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(
+            f"{name} must be a floating-point tensor (float16, bfloat16, float32 or float64), "
+            f"got dtype {x.dtype}"
+        )
+    return x
+
+
+def check_rope_input(x, name: str = "x") -> torch.Tensor:
+    """A float tensor shaped (..., seq, dim) with an even, non-zero last dimension."""
+    check_float_tensor(x, name)
+    if x.ndim < 2:
+        raise ValueError(
+            f"{name} must have shape (..., seq, dim) with at least 2 dimensions, "
+            f"got shape {tuple(x.shape)}"
+        )
+    return x
+
+
+def check_rotary_dim(rotary_dim, dim: int) -> int:
+    """Default: the whole last dimension. Otherwise an even int in [2, dim]."""
+    if rotary_dim is None:
+        check_dim(dim, name="x.shape[-1]")
+        return dim
+    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int):
+        raise TypeError(
+            f"rotary_dim must be an int or None, got {rotary_dim!r} "
+            f"of type {type(rotary_dim).__name__}"
+        )
+    if rotary_dim <= 0 or rotary_dim % 2 or rotary_dim > dim:
+        raise ValueError(
+            f"rotary_dim must be an even integer between 2 and the feature size {dim}, "
+            f"got {rotary_dim}"
+        )
+    return rotary_dim
+
+
+def as_positions(positions, *, device=None, name: str = "positions") -> torch.Tensor:
+    """Turn ints, floats, ranges, lists, numpy arrays or tensors into a finite tensor."""
+    if isinstance(positions, torch.Tensor):
+        tensor = positions if device is None else positions.to(device)
+    elif isinstance(positions, (int, float, range, Sequence)) or hasattr(positions, "__array__"):
+        if isinstance(positions, bool):
+            raise TypeError(f"{name} must be numbers, got {positions!r}")
+        try:
+            tensor = torch.as_tensor(positions, device=device)
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise TypeError(f"{name} must be numbers, got {positions!r}") from error
+    else:
+        raise TypeError(
+            f"{name} must be a tensor, a number or a sequence of numbers, "
+            f"got {type(positions).__name__}"
+        )
+    if tensor.dtype == torch.bool or tensor.is_complex():
+        raise TypeError(f"{name} must be integer or real, got dtype {tensor.dtype}")
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        bad = tensor[~torch.isfinite(tensor)][0].item()
+        raise ValueError(f"{name} must all be finite, found {bad}")
+    return tensor
+
+
+def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size) -> None:
+    """positions must broadcast to x.shape[:-1] without enlarging it."""
+    try:
+        shape = torch.broadcast_shapes(positions.shape, batch_shape)
+    except RuntimeError:
+        shape = None
+    if shape != batch_shape:
+        raise ValueError(
+            f"positions of shape {tuple(positions.shape)} do not broadcast to x.shape[:-1] = "
+            f"{tuple(batch_shape)}; expected a shape like ({batch_shape[-1]},) or one that "
+            f"broadcasts to {tuple(batch_shape)}"
+        )
+
+
+def check_inv_freq(inv_freq, expected_len: int) -> torch.Tensor:
+    if not isinstance(inv_freq, torch.Tensor):
+        raise TypeError(f"inv_freq must be a torch.Tensor, got {type(inv_freq).__name__}")
+    if inv_freq.ndim != 1 or inv_freq.shape[0] != expected_len:
+        raise ValueError(
+            f"inv_freq must have shape ({expected_len},) (one frequency per rotated pair), "
+            f"got shape {tuple(inv_freq.shape)}"
+        )
+    if not inv_freq.is_floating_point():
+        raise TypeError(f"inv_freq must be a floating-point tensor, got dtype {inv_freq.dtype}")
+    if not bool(torch.isfinite(inv_freq).all()):
+        raise ValueError("inv_freq must all be finite, found a non-finite value")
+    return inv_freq
+
+
+def check_angle_dtype(dtype, name: str = "dtype") -> torch.dtype:
+    """Angles m·θ_i lose whole turns in 16-bit floats, so only float32 or float64."""
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(
+            f"{name} must be torch.float32 or torch.float64 (angles need at least 24 bits of "
+            f"mantissa), got {dtype}"
+        )
+    return dtype
+
+
+def positions_for(x: torch.Tensor, positions) -> torch.Tensor:
+    """``arange(seq)`` when positions is None, else validated positions for x (..., seq, dim)."""
+    if positions is None:
+        return torch.arange(x.shape[-2], device=x.device)
+    positions = as_positions(positions, device=x.device)
+    check_positions_shape(positions, x.shape[:-1])
+    return positions

@@ -1,0 +1,59 @@
+"""The course map and the pieces every notebook shares (kept in one place, tested).
+
+``NOTEBOOKS`` is the single list of notebooks: notebook 00 draws its map from it, the README
+lists it, and a test checks that each file exists and begins with :data:`COLAB_CELL`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Where the course is published; the Colab cell and the README badges point here.
+REPOSITORY = "https://github.com/rope-lab/rope_lab"
+
+
+@dataclass(frozen=True)
+class Notebook:
+    filename: str
+    title: str
+    minutes: int
+    summary: str
+
+
+NOTEBOOKS = (
+    Notebook("00_start_here.ipynb", "Start here", 10,
+             "The course map, how to run it, an environment report and a glossary."),
+    Notebook("01_attention_without_position.ipynb", "Attention without position", 20,
+             "Self-attention cannot tell word order apart: equivariance and invariance."),
+    Notebook("02_absolute_position_encodings.ipynb", "Absolute position encodings", 30,
+             "Integer, binary, sinusoidal and learned encodings against five properties."),
+    Notebook("03_rope_in_2d.ipynb", "RoPE in two dimensions", 30,
+             "Deriving RoPE from complex numbers: the score depends on m − n only."),
+    Notebook("04_rope_in_d_dimensions.ipynb", "RoPE in d dimensions", 40,
+             "Block-diagonal rotations, four implementations, layouts and precision."),
+    Notebook("05_long_range_decay.ipynb", "Long-range decay", 30,
+             "What decays with distance, what does not, and how the base sets it."),
+    Notebook("06_length_extrapolation.ipynb", "Length extrapolation", 45,
+             "Position interpolation, NTK, YaRN, Llama 3 scaling and ALiBi."),
+    Notebook("07_rope_and_linear_attention.ipynb", "RoPE with linear attention", 25,
+             "Where the rotation goes when attention is linear."),
+    Notebook("08_rope_beyond_1d.ipynb", "RoPE beyond one dimension", 30,
+             "Axial and mixed RoPE for images, M-RoPE for video."),
+    Notebook("09_performance.ipynb", "Performance", 25,
+             "RoPE is memory-bound: bytes, FLOPs and measured speed."),
+)
+
+# The first cell of every notebook: installs rope_lab on Colab, does nothing elsewhere.
+COLAB_CELL = f"""\
+# On Google Colab, install the course package first; elsewhere this cell does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    %pip install --quiet "rope_lab @ git+{REPOSITORY}"\
+"""
+
+
+def colab_url(filename: str) -> str:
+    """The link that opens a notebook of the course in Google Colab."""
+    return f"https://colab.research.google.com/github/{REPOSITORY.split('github.com/')[1]}" \
+        f"/blob/main/notebooks/{filename}"

@@ -1,0 +1,85 @@
+"""Small helpers the notebooks share: pick a device, seed everything, show real source."""
+
+from __future__ import annotations
+
+import inspect
+import random
+
+import torch
+
+
+def default_device() -> torch.device:
+    """The best device available here: CUDA, then Apple's MPS, then the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int = 0) -> None:
+    """Seed Python, NumPy and torch so a notebook prints the same numbers every run."""
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 — seeds code that uses the legacy global RNG
+    torch.manual_seed(seed)
+
+
+def show_source(obj) -> None:
+    """Print the real source of a function or class from the package, highlighted.
+
+    Notebooks call this instead of copying code, so what a student reads is what runs.
+    """
+    try:
+        source = inspect.getsource(obj)
+        where = f"{inspect.getsourcefile(obj)}:{inspect.getsourcelines(obj)[1]}"
+    except (TypeError, OSError) as error:
+        raise TypeError(
+            f"show_source needs a function, class or module defined in Python source, "
+            f"got {obj!r}"
+        ) from error
+    text = f"# {_short_path(where)}\n{source}"
+    if _in_notebook():
+        from IPython.display import HTML, display
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import PythonLexer
+
+        formatter = HtmlFormatter(noclasses=True, style="default")
+        display(HTML(highlight(text, PythonLexer(), formatter)))
+    else:
+        print(text)
+
+
+def _short_path(where: str) -> str:
+    marker = "rope_lab/"
+    return where[where.rfind(marker):] if marker in where else where
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and shell.__class__.__name__ == "ZMQInteractiveShell"
+
+
+def setup_notebook(seed: int = 0) -> torch.device:
+    """The setup cell of every notebook: seed, show figures inline, print the environment.
+
+    Returns the device the notebook will use.
+    """
+    seed_everything(seed)
+    if _in_notebook():
+        # Figures are plain matplotlib Figures (no pyplot); ask IPython to show them as PNG.
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("png")
+    device = default_device()
+    from rope_lab import __version__
+
+    print(f"rope_lab {__version__} · torch {torch.__version__} · device {device} · seed {seed}")
+    return device

@@ -1,0 +1,132 @@
+"""Slider panels wired to :mod:`rope_lab.plots`.
+
+A :class:`Panel` owns a plot function and a set of ipywidgets controls. Moving a control
+calls the plot function with the current values, renders the figure to PNG once and swaps
+it into a fixed-height output area (no flicker, no layout jump). Sliders use
+``continuous_update=False`` so a redraw happens when the student lets go.
+
+Works with ipywidgets 7.7 (Colab) and 8 (JupyterLab 4, Notebook 7, VS Code): only widgets
+and traits present in both are used.
+
+Every panel has a programmatic handle for tests and benchmarks::
+
+    panel = decay_panel()
+    panel.set(base=500.0)        # same path as moving the slider
+    panel.figure, panel.png      # what was drawn
+    panel.redraw_seconds         # compute + draw time of each redraw
+"""
+
+from __future__ import annotations
+
+import time
+
+import ipywidgets as widgets
+from IPython.display import Image, display
+
+from rope_lab import plots
+
+
+class Panel:
+    """A plot function plus controls; redraws on every change.
+
+    Args:
+        plot: function taking the controls' values (and ``fixed``) as keyword arguments
+            and returning a matplotlib Figure.
+        controls: name → ipywidgets control; the name is the plot function's keyword.
+        fixed: keyword arguments passed to ``plot`` unchanged.
+        height: height of the output area in CSS units (keeps the page from jumping).
+    """
+
+    def __init__(self, plot, controls: dict, *, fixed: dict | None = None,
+                 height: str = "420px"):
+        self.plot = plot
+        self.controls = dict(controls)
+        self.fixed = dict(fixed or {})
+        self.output = widgets.Output(layout=widgets.Layout(height=height, overflow="hidden"))
+        self.figure = None
+        self.png = b""
+        self.redraw_seconds: list[float] = []
+        for control in self.controls.values():
+            if hasattr(control, "continuous_update"):
+                control.continuous_update = False
+            control.observe(self._on_change, names="value")
+        self.box = widgets.VBox(
+            [widgets.HBox(list(self.controls.values()),
+                          layout=widgets.Layout(flex_flow="row wrap")), self.output]
+        )
+        self.redraw()
+
+    @property
+    def values(self) -> dict:
+        return {name: control.value for name, control in self.controls.items()}
+
+    def set(self, **values):
+        """Set controls by name, as a student would, and return the redrawn figure."""
+        unknown = set(values) - set(self.controls)
+        if unknown:
+            raise ValueError(
+                f"unknown control(s) {sorted(unknown)}; this panel has {sorted(self.controls)}"
+            )
+        changed = False
+        for name, value in values.items():
+            if self.controls[name].value != value:
+                self.controls[name].value = value  # fires _on_change → redraw
+                changed = True
+        if not changed:
+            self.redraw()
+        return self.figure
+
+    def redraw(self):
+        start = time.perf_counter()
+        self.figure = self.plot(**self.fixed, **self.values)
+        self.png = plots.render_png(self.figure)
+        self.redraw_seconds.append(time.perf_counter() - start)
+        with self.output:
+            self.output.clear_output(wait=True)
+            display(Image(data=self.png, format="png"))
+        return self.figure
+
+    def _on_change(self, change):
+        self.redraw()
+
+    def _ipython_display_(self):
+        display(self.box)
+
+
+def slider(kind: str, description: str, value, minimum, maximum, step=None, **kwargs):
+    """A slider with the course's defaults: wide label, release-to-update.
+
+    kind: "int", "float" or "log" (``minimum``/``maximum`` are then exponents of 10).
+    """
+    style = {"description_width": "initial"}
+    layout = widgets.Layout(width="320px")
+    common = dict(description=description, value=value, min=minimum, max=maximum,
+                  continuous_update=False, style=style, layout=layout, **kwargs)
+    if kind == "int":
+        return widgets.IntSlider(step=step or 1, **common)
+    if kind == "float":
+        return widgets.FloatSlider(step=step or (maximum - minimum) / 100, **common)
+    if kind == "log":
+        return widgets.FloatLogSlider(base=10, step=step or 0.05, **common)
+    raise ValueError(f"kind must be one of 'int', 'float', 'log', got {kind!r}")
+
+
+def dropdown(description: str, options, value=None):
+    return widgets.Dropdown(description=description, options=options,
+                            value=value if value is not None else list(options)[0],
+                            style={"description_width": "initial"})
+
+
+# --- 02 absolute position encodings -------------------------------------------------------
+
+# --- 03 RoPE in 2D ------------------------------------------------------------------------
+
+# --- 04 RoPE in d dimensions --------------------------------------------------------------
+
+# --- 05 long-range decay ------------------------------------------------------------------
+
+# --- 06 length extrapolation --------------------------------------------------------------
+
+# --- 07 linear attention ------------------------------------------------------------------
+
+# --- 08 RoPE beyond 1D --------------------------------------------------------------------
