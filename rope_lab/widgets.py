@@ -93,6 +93,17 @@ class Panel:
         display(self.box)
 
 
+# Every panel factory of the course, by name: the widget benchmark
+# (``python -m rope_lab.bench widgets``) and the tests time and exercise each one.
+PANELS: dict = {}
+
+
+def register(factory):
+    """Decorator for panel factories (functions returning a :class:`Panel` with defaults)."""
+    PANELS[factory.__name__] = factory
+    return factory
+
+
 def slider(kind: str, description: str, value, minimum, maximum, step=None, **kwargs):
     """A slider with the course's defaults: wide label, release-to-update.
 
