@@ -36,7 +36,7 @@ def available() -> bool:
 
 
 def model_dir() -> Path:
-    """The folder inside the installed package that holds ``model.safetensors`` and ``vocab.txt``."""
+    """The folder in the installed package holding ``model.safetensors`` and ``vocab.txt``."""
     if not available():
         raise ModelsExtraMissing(
             f"real embeddings need the optional 'models' extra, which is not installed; "
@@ -50,7 +50,7 @@ def model_dir() -> Path:
     return folder
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tensor(name: str) -> torch.Tensor:
     from safetensors import safe_open
 
@@ -74,7 +74,7 @@ def position_embeddings() -> torch.Tensor:
     return _tensor(POSITION_EMBEDDINGS).clone()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def vocabulary() -> dict[str, int]:
     """WordPiece token → row of :func:`word_embeddings` (line number in ``vocab.txt``)."""
     lines = (model_dir() / "vocab.txt").read_text(encoding="utf-8").splitlines()
