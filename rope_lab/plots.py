@@ -130,17 +130,18 @@ def _rms(table):
 
 @course_style
 def encoding_sizes(length: int = 64, dim: int = 16, *, embedding_rms: float = 1.0):
-    """RMS of PE(p) against p for four encodings, next to the token embedding's RMS.
+    """RMS of PE(p) against p = 1 … length−1 for four encodings, next to the token's RMS.
 
     A LayerNorm output has RMS 1 over its features; an encoding much larger than that
     drowns the token (low signal-to-noise). Log-scaled y axis.
 
-    Data: one line per encoding, label = encoding name, ydata = RMS(PE(p)).
+    Data: one line per encoding, label = encoding name, ydata = RMS(PE(p)) for p ≥ 1.
     """
     from rope_lab import absolute
 
     figure, ax = new_figure(width=8.0, height=4.2)
-    positions = range(length)
+    # From p = 1: three of the codes are the zero vector at p = 0, which a log axis cannot show.
+    positions = range(1, length)
     tables = {
         "integer": absolute.integer_pe(length, dim),
         f"normalized integer (L = {length})": absolute.normalized_integer_pe(length, dim),
@@ -148,8 +149,7 @@ def encoding_sizes(length: int = 64, dim: int = 16, *, embedding_rms: float = 1.
         "sinusoidal": absolute.sinusoidal_pe(length, dim),
     }
     for name, table in tables.items():
-        # RMS is 0 at p = 0 for three of them; lift by a hair so the log axis can show it.
-        ax.plot(positions, _rms(table).clamp_min(1e-3).numpy(), label=name, linewidth=2)
+        ax.plot(positions, _rms(table[1:]).numpy(), label=name, linewidth=2)
     ax.axhline(embedding_rms, color=PALETTE[7], linestyle="--", linewidth=1.5,
                label="token embedding (LayerNorm output)")
     ax.set_yscale("log")

@@ -36,8 +36,10 @@ def test_encoding_sizes_draws_the_rms_of_each_encoding():
     figure = plots.encoding_sizes(length=32, dim=8)
     _titled(figure)
     lines = {line.get_label(): line.get_ydata() for line in figure.axes[0].lines}
-    np.testing.assert_allclose(lines["integer"][1:], np.arange(1, 32), rtol=1e-6)
-    np.testing.assert_allclose(lines["sinusoidal"], np.full(32, 0.5**0.5), rtol=1e-5)
+    np.testing.assert_allclose(lines["integer"], np.arange(1, 32), rtol=1e-6)
+    np.testing.assert_allclose(lines["sinusoidal"], np.full(31, 0.5**0.5), rtol=1e-5)
+    np.testing.assert_allclose(lines["normalized integer (L = 32)"], np.arange(1, 32) / 32,
+                               rtol=1e-6)
     assert figure.axes[0].get_yscale() == "log"
 
 
