@@ -109,3 +109,188 @@ class LearnedPositionalEmbedding(nn.Module):
                 f"0 … {self.max_len - 1} (max_len = {self.max_len})"
             )
         return self.table(positions)
+
+
+# --- The five properties, measured -------------------------------------------------------
+# Notebook 02 asks of every encoding: (1) a unique code per position; (2) a fixed linear map
+# W_k with PE(p + k) = W_k PE(p) for every p; (3) positions past the training length L get
+# codes without changing the old ones or leaving the value range seen in training; (4) a
+# fixed pattern: PE(p) depends on p alone (not on L, not on a training run); (5) it extends
+# to 2D (one code per axis, concatenated) keeping (1) and (2). The functions below measure
+# each one, so the notebook's table is computed, not asserted.
+
+PROPERTIES = ("unique", "linear shift map", "past training length", "fixed pattern",
+              "extends to 2D")
+
+
+def _check_table(pe, name: str = "pe") -> torch.Tensor:
+    _validate.check_float_tensor(pe, name)
+    if pe.ndim != 2:
+        raise ValueError(f"{name} must be a (length, dim) table, got shape {tuple(pe.shape)}")
+    return pe
+
+
+def shift_map(pe: torch.Tensor, k: int) -> torch.Tensor:
+    """The least-squares W_k with PE(p + k) ≈ W_k PE(p) over every p in the table.
+
+    Args:
+        pe: ``(length, dim)`` table, row p = PE(p).
+        k: offset, 1 ≤ k < length.
+
+    Returns:
+        ``(dim, dim)`` float64 matrix (column convention, as in the equation).
+    """
+    _check_table(pe)
+    _validate.check_positive_int(k, "k")
+    if k >= pe.shape[0]:
+        raise ValueError(f"k must be smaller than the table's length {pe.shape[0]}, got {k}")
+    pe = pe.detach().double().cpu()
+    # Rows: PE(p)ᵀ W_kᵀ = PE(p + k)ᵀ, one equation per p; lstsq solves for W_kᵀ.
+    return _lstsq(pe[:-k], pe[k:]).T
+
+
+def _lstsq(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # SVD-based driver: tables such as sinusoidal have singular values near 1e-9 (slow
+    # frequencies barely move over a short range); the default QR driver then truncates
+    # badly and reports a large residual for a map that exists.
+    return torch.linalg.lstsq(a, b, driver="gelsd").solution
+
+
+def shift_map_residual(pe: torch.Tensor, k: int) -> float:
+    """Relative error of the best fixed linear map: ‖PE(p+k) − W_k PE(p)‖ / ‖PE(p+k)‖ over all p.
+
+    About 1e-7 (float32 round-off) when an exact map exists; clearly larger when none does.
+    """
+    table = _check_table(pe).detach().double().cpu()
+    fitted = table[:-k] @ shift_map(pe, k).T
+    target = table[k:]
+    return float((fitted - target).norm() / target.norm().clamp_min(1e-300))
+
+
+def sinusoidal_shift_map(dim: int, k: int, base: float = DEFAULT_BASE) -> torch.Tensor:
+    """The exact W_k for :func:`sinusoidal_pe`: one rotation per (sin, cos) pair, no p in it.
+
+        [sin ω_i(p+k)]   [ cos kω_i   sin kω_i] [sin ω_i p]
+        [cos ω_i(p+k)] = [−sin kω_i   cos kω_i] [cos ω_i p]
+
+    Returns:
+        ``(dim, dim)`` float64 block-diagonal matrix.
+    """
+    _validate.check_dim(dim)
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an int, got {k!r} of type {type(k).__name__}")
+    base = _validate.check_base(base)
+    omega = base ** -(torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    cos, sin = torch.cos(k * omega), torch.sin(k * omega)
+    blocks = torch.stack((torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2)
+    return torch.block_diag(*blocks)
+
+
+def min_distance(pe: torch.Tensor) -> float:
+    """The smallest distance ‖PE(p) − PE(q)‖ between two different positions (0 = a clash)."""
+    table = _check_table(pe).detach().double().cpu()
+    if table.shape[0] < 2:
+        raise ValueError(f"need at least 2 positions to compare, got {table.shape[0]}")
+    distances = torch.cdist(table, table)
+    distances.fill_diagonal_(float("inf"))
+    return float(distances.min())
+
+
+def _grid_2d(encode, side: int, dim: int) -> torch.Tensor:
+    """Codes of a side × side grid, (row code, column code) concatenated: ``(side², 2·dim)``."""
+    axis = encode(side, dim)
+    rows = axis[:, None, :].expand(side, side, dim)
+    cols = axis[None, :, :].expand(side, side, dim)
+    return torch.cat((rows, cols), dim=-1).reshape(side * side, 2 * dim)
+
+
+def encoding_properties(encode, *, length: int = 64, dim: int = 16, offsets=(1, 5),
+                        tolerance: float = 1e-4) -> dict[str, bool]:
+    """Measure the five properties of ``encode(length, dim) → (length, dim)`` table.
+
+    Each entry of the result is a measurement, not a label:
+      unique: :func:`min_distance` > tolerance.
+      linear shift map: :func:`shift_map_residual` < tolerance for every k in ``offsets``.
+      past training length: ``encode(2·length)`` works, keeps the first ``length`` rows,
+        and its new rows stay inside the overall value range of the first ``length``.
+      fixed pattern: the first length/2 rows agree between ``encode(length)``,
+        ``encode(length // 2)`` and a second call of ``encode(length)``.
+      extends to 2D: per-axis codes of dim/2 features, concatenated on a grid, are unique
+        and have linear shift maps for row, column and diagonal offsets.
+    ``length`` must be well above ``dim`` so a shift map cannot fit by having more unknowns
+    than equations.
+    """
+    _validate.check_positive_int(length, "length")
+    _validate.check_positive_int(dim, "dim")
+    if length < 2 * dim:
+        raise ValueError(f"length must be at least 2·dim = {2 * dim} so shift maps are "
+                         f"over-determined, got length = {length}")
+    trained = encode(length, dim)
+    result = {"unique": min_distance(trained) > tolerance}
+    result["linear shift map"] = all(shift_map_residual(trained, k) < tolerance for k in offsets)
+
+    try:
+        longer = encode(2 * length, dim)
+    except (ValueError, IndexError):
+        result["past training length"] = False
+    else:
+        same_old = torch.allclose(longer[:length], trained, atol=tolerance)
+        new = longer[length:]
+        inside = bool(new.min() >= trained.min() - tolerance) and bool(
+            new.max() <= trained.max() + tolerance)
+        result["past training length"] = same_old and inside
+
+    half = length // 2
+    again = encode(length, dim)
+    result["fixed pattern"] = torch.allclose(encode(half, dim), trained[:half], atol=tolerance) \
+        and torch.allclose(again, trained, atol=tolerance)
+
+    # Each axis gets half the features; the grid side must again exceed them for the fit.
+    axis_dim = max(dim // 2, 1)
+    side = 2 * axis_dim + 2
+    grid = _grid_2d(encode, side, axis_dim).detach().double().cpu()
+    index = torch.arange(side * side).reshape(side, side)
+    fits = []
+    for drow, dcol in ((1, 0), (0, 1), (1, 1)):
+        source = index[: side - drow, : side - dcol].flatten()
+        target = index[drow:, dcol:].flatten()
+        solution = _lstsq(grid[source], grid[target])
+        error = (grid[source] @ solution - grid[target]).norm() / grid[target].norm()
+        fits.append(float(error) < tolerance)
+    result["extends to 2D"] = min_distance(grid) > tolerance and all(fits)
+    return result
+
+
+def learned_pe(length: int, dim: int) -> torch.Tensor:
+    """A freshly initialised BERT-style table of exactly ``length`` rows (for the comparison).
+
+    Each call initialises a new table, as each training run would learn a different one.
+    """
+    with torch.no_grad():
+        return LearnedPositionalEmbedding(length, dim)(length)
+
+
+ENCODINGS = {
+    "integer": integer_pe,
+    "normalized integer": normalized_integer_pe,
+    "binary": binary_pe,
+    "sin-only": sin_only_pe,
+    "sinusoidal": sinusoidal_pe,
+    "learned (BERT-style)": learned_pe,
+}
+
+
+def property_table(*, length: int = 64, dim: int = 16) -> dict[str, dict[str, bool]]:
+    """:func:`encoding_properties` for every encoding in :data:`ENCODINGS`."""
+    return {name: encoding_properties(encode, length=length, dim=dim)
+            for name, encode in ENCODINGS.items()}
+
+
+def property_table_markdown(table: dict[str, dict[str, bool]]) -> str:
+    """A Markdown table with ✔/✘ per encoding and property."""
+    lines = ["| encoding | " + " | ".join(PROPERTIES) + " |",
+             "|---|" + "---|" * len(PROPERTIES)]
+    for name, found in table.items():
+        marks = " | ".join("✔" if found[p] else "✘" for p in PROPERTIES)
+        lines.append(f"| {name} | {marks} |")
+    return "\n".join(lines)

@@ -70,9 +70,234 @@ def summary(prefix: str = "") -> dict[str, bool]:
     return chosen
 
 
+# --- 00 start here ---------------------------------------------------------------------------
+
+
+def _scaled_dot_reference(q, k):
+    return (q * k).sum(-1) / q.shape[-1] ** 0.5
+
+
+def check_scaled_dot(scaled_dot) -> bool:
+    """00.1 — ``scaled_dot(q, k)``: the attention score q·k / √d over the last dimension.
+
+    q, k: ``(..., d)``; returns ``(...)``.
+    """
+    title = "the scaled dot product"
+    generator = torch.Generator().manual_seed(1)
+    for shape in ((8,), (3, 16), (2, 5, 4)):
+        q = torch.randn(shape, generator=generator)
+        k = torch.randn(shape, generator=generator)
+        answer, crash = call_learner(scaled_dot, q.clone(), k.clone())
+        if crash:
+            return report("00.1", title, crash)
+        expected = _scaled_dot_reference(q, k)
+        failure = compare(answer, expected, atol=1e-5, what=f"q, k of shape {tuple(shape)}")
+        if failure and answer is not None and torch.as_tensor(answer).shape == expected.shape:
+            d = shape[-1]
+            answer = torch.as_tensor(answer).double()
+            if torch.allclose(answer, expected.double() * d**0.5, atol=1e-5):
+                failure += " — you did not divide by √d"
+            elif torch.allclose(answer, expected.double() / d**0.5, atol=1e-5):
+                failure += " — you divided by d; divide by √d"
+        if failure:
+            return report("00.1", title, failure)
+    return report("00.1", title, None)
+
+
 # --- 01 attention without position ----------------------------------------------------------
 
+
+def check_attention(attention_fn) -> bool:
+    """01.1 — ``attention_fn(q, k, v)`` = softmax(q kᵀ / √d) v, no mask, no position.
+
+    q: ``(seq_q, d)``, k: ``(seq_k, d)``, v: ``(seq_k, d_v)`` → ``(seq_q, d_v)``.
+    """
+    from rope_lab.attention import attention
+
+    title = "attention without position"
+    generator = torch.Generator().manual_seed(11)
+    for seq_q, seq_k, d, d_v in ((4, 4, 8, 8), (3, 5, 16, 2)):
+        q = torch.randn(seq_q, d, generator=generator)
+        k = torch.randn(seq_k, d, generator=generator)
+        v = torch.randn(seq_k, d_v, generator=generator)
+        answer, crash = call_learner(attention_fn, q.clone(), k.clone(), v.clone())
+        if crash:
+            return report("01.1", title, crash)
+        expected = attention(q, k, v)
+        failure = compare(answer, expected, atol=1e-5,
+                          what=f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+        if failure and answer is not None:
+            answer = torch.as_tensor(answer)
+            if answer.shape == (seq_q, seq_k):
+                failure += " — that is the weight matrix; multiply it by v"
+            elif answer.shape == expected.shape:
+                unscaled = torch.softmax(q @ k.T, dim=-1) @ v
+                wrong_axis = torch.softmax(q @ k.T / d**0.5, dim=0) @ v
+                if torch.allclose(answer, unscaled, atol=1e-5):
+                    failure += " — the scores were not divided by √d"
+                elif torch.allclose(answer, wrong_axis, atol=1e-5):
+                    failure += (" — softmax ran over the queries (dim 0); each query's weights "
+                                "over the keys must sum to 1 (dim −1)")
+        if failure:
+            return report("01.1", title, failure)
+    return report("01.1", title, None)
+
+
+def check_inverse_permutation(inverse_fn) -> bool:
+    """01.2 — ``inverse_fn(perm)``: the permutation that undoes ``perm``.
+
+    perm: ``(n,)`` long tensor holding 0 … n−1 once each; the answer ``inverse`` must satisfy
+    ``x[perm][inverse] == x`` for every x.
+    """
+    title = "undo a permutation"
+    generator = torch.Generator().manual_seed(12)
+    # [1, 2, 0] first: the smallest permutation that is not its own inverse.
+    cases = [torch.tensor([1, 2, 0]), torch.tensor([0]), torch.tensor([1, 0])]
+    cases += [torch.randperm(n, generator=generator) for n in (5, 9, 32)]
+    for perm in cases:
+        answer, crash = call_learner(inverse_fn, perm.clone())
+        if crash:
+            return report("01.2", title, crash)
+        if answer is None:
+            return report("01.2", title, f"perm {perm.tolist()}: your function returned None")
+        answer = torch.as_tensor(answer)
+        x = torch.arange(len(perm)) * 10
+        if answer.shape != perm.shape or answer.dtype.is_floating_point:
+            return report("01.2", title, f"perm {perm.tolist()}: expected an integer tensor of "
+                          f"shape {tuple(perm.shape)}, got {answer.dtype} {tuple(answer.shape)}")
+        if not torch.equal(x[perm][answer], x):
+            hint = ""
+            if torch.equal(answer, perm):
+                hint = " — you returned perm itself, which undoes only swaps"
+            return report("01.2", title, f"perm {perm.tolist()}: x[perm][answer] should be "
+                          f"x = {x.tolist()}, got {x[perm][answer].tolist()}{hint}")
+    return report("01.2", title, None)
+
+
+def check_causal_attention(causal_fn) -> bool:
+    """01.3 — ``causal_fn(q, k, v)``: attention where query i sees keys 0 … i only.
+
+    q, k: ``(seq, d)``, v: ``(seq, d_v)`` → ``(seq, d_v)``.
+    """
+    from rope_lab.attention import attention
+
+    title = "causal attention"
+    generator = torch.Generator().manual_seed(13)
+    for seq, d, d_v in ((4, 8, 3), (7, 16, 5)):
+        q = torch.randn(seq, d, generator=generator)
+        k = torch.randn(seq, d, generator=generator)
+        v = torch.randn(seq, d_v, generator=generator)
+        answer, crash = call_learner(causal_fn, q.clone(), k.clone(), v.clone())
+        if crash:
+            return report("01.3", title, crash)
+        expected = attention(q, k, v, mask="causal")
+        failure = compare(answer, expected, atol=1e-5, what=f"seq = {seq}")
+        if failure and answer is not None and torch.as_tensor(answer).shape == expected.shape:
+            answer = torch.as_tensor(answer).double()
+            if torch.allclose(answer, attention(q, k, v).double(), atol=1e-5):
+                failure += " — no mask was applied: query 0 must see only key 0"
+            elif torch.allclose(answer[-1], v[-1].double(), atol=1e-5):
+                failure += (" — the last query sees only itself: the mask is flipped (keys "
+                            "0 … i are allowed, keys after i are blocked)")
+            elif not torch.allclose(answer[0], v[0].double(), atol=1e-5):
+                failure += " — query 0 sees only key 0, so its output must be v[0] exactly"
+        if failure:
+            return report("01.3", title, failure)
+    return report("01.3", title, None)
+
 # --- 02 absolute position encodings -------------------------------------------------------
+
+
+def check_sinusoidal_pe(sinusoidal_fn) -> bool:
+    """02.1 — ``sinusoidal_fn(length, dim, base)``: PE(p)_{2i} = sin(p·ω_i),
+    PE(p)_{2i+1} = cos(p·ω_i), ω_i = base^(−2i/dim), positions p = 0 … length−1.
+    """
+    from rope_lab.absolute import sinusoidal_pe
+
+    title = "the sinusoidal encoding"
+    for length, dim, base in ((8, 4, 10000.0), (50, 16, 100.0), (20, 6, 10.0)):
+        answer, crash = call_learner(sinusoidal_fn, length, dim, base)
+        if crash:
+            return report("02.1", title, crash)
+        expected = sinusoidal_pe(length, dim, base)
+        failure = compare(answer, expected, atol=1e-4,
+                          what=f"length = {length}, dim = {dim}, base = {base:g}")
+        if failure and answer is not None and torch.as_tensor(answer).shape == expected.shape:
+            failure += _sinusoidal_hint(torch.as_tensor(answer).double(), length, dim, base)
+        if failure:
+            return report("02.1", title, failure)
+    return report("02.1", title, None)
+
+
+def _sinusoidal_hint(answer, length, dim, base) -> str:
+    p = torch.arange(length, dtype=torch.float64)[:, None]
+    omega = base ** -(torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    sin, cos = torch.sin(p * omega), torch.cos(p * omega)
+    close = lambda table: torch.allclose(answer, table, atol=1e-4)
+    if close(torch.stack((cos, sin), -1).flatten(-2)):
+        return " — sin and cos are swapped: even features are sin, odd features cos"
+    if close(torch.cat((sin, cos), -1)):
+        return (" — all sines first, then all cosines; this course interleaves them "
+                "(feature 2i is sin, 2i+1 is cos)")
+    slow = base ** -(torch.arange(0, dim // 2, dtype=torch.float64) / dim)
+    if close(torch.stack((torch.sin(p * slow), torch.cos(p * slow)), -1).flatten(-2)):
+        return " — ω_i uses i/dim; the exponent is 2i/dim (i counts pairs)"
+    shifted = p + 1
+    if close(torch.stack((torch.sin(shifted * omega), torch.cos(shifted * omega)), -1)
+             .flatten(-2)):
+        return " — positions start at 0, not 1"
+    return ""
+
+
+def check_shift_map(shift_fn) -> bool:
+    """02.2 — ``shift_fn(dim, k, base)``: the ``(dim, dim)`` matrix W_k with
+    PE(p + k) = W_k PE(p) for every p (sinusoidal encoding, column vectors).
+    """
+    from rope_lab.absolute import sinusoidal_pe
+
+    title = "the sinusoidal shift map"
+    for dim, k, base in ((2, 1, 10000.0), (8, 3, 10000.0), (16, 10, 100.0)):
+        answer, crash = call_learner(shift_fn, dim, k, base)
+        if crash:
+            return report("02.2", title, crash)
+        if answer is None:
+            return report("02.2", title, "your function returned None")
+        answer = torch.as_tensor(answer).double()
+        if answer.shape != (dim, dim):
+            return report("02.2", title, f"dim = {dim}: expected a ({dim}, {dim}) matrix, got "
+                          f"shape {tuple(answer.shape)}")
+        pe = sinusoidal_pe(40 + k, dim, base).double()
+        moved = pe[:40] @ answer.T  # row p: W_k PE(p)
+        gap = (moved - pe[k:]).abs().amax(dim=-1)
+        if float(gap.max()) > 1e-4:
+            p = int(torch.nonzero(gap > 1e-4)[0])
+            hint = ""
+            if torch.allclose(pe[k:40] @ answer.T, pe[: 40 - k], atol=1e-4):
+                hint = " — your matrix moves back: it takes PE(p) to PE(p − k) (transpose it)"
+            return report("02.2", title, f"dim = {dim}, k = {k}, base = {base:g}: W_k PE({p}) "
+                          f"differs from PE({p + k}) by {float(gap[p]):.3g}{hint}")
+    return report("02.2", title, None)
+
+
+def check_bits_flipped(bits_flipped_fn) -> bool:
+    """02.3 — ``bits_flipped_fn(p)``: how many binary-PE features change from p to p + 1."""
+    from rope_lab.absolute import binary_pe
+
+    title = "bits flipped between neighbours"
+    table = binary_pe(1025, 11)
+    expected = (table[1:] != table[:-1]).sum(dim=-1)
+    for p in range(1024):
+        answer, crash = call_learner(bits_flipped_fn, p)
+        if crash:
+            return report("02.3", title, f"p = {p}: {crash}")
+        try:
+            matches = answer is not None and int(answer) == int(expected[p])
+        except (TypeError, ValueError):
+            matches = False
+        if not matches:
+            return report("02.3", title, f"p = {p} (binary {p:b} → {p + 1:b}): expected "
+                          f"{int(expected[p])} flipped bits, got {answer!r}")
+    return report("02.3", title, None)
 
 # --- 03 RoPE in 2D ------------------------------------------------------------------------
 

@@ -130,6 +130,24 @@ def dropdown(description: str, options, value=None):
 
 # --- 02 absolute position encodings -------------------------------------------------------
 
+
+@register
+def sinusoidal_panel(dim: int = 64, base: float = 10000.0, length: int = 128) -> Panel:
+    """Sinusoidal PE heatmap and PE(p)·PE(p+k) against k; sliders for dim, base and length."""
+    return Panel(plots.sinusoidal_pe_figure, {
+        "dim": slider("int", "dim d", dim, 8, 256, step=8),
+        "base": slider("log", "base", base, 1, 6, step=0.25),
+        "length": slider("int", "length L", length, 16, 512, step=16),
+    }, height="400px")
+
+
+@register
+def binary_panel(dim: int = 5) -> Panel:
+    """Binary PE bits for positions 0 … 2^d − 1 and the jump between neighbours; slider d."""
+    return Panel(plots.binary_pe_figure, {
+        "dim": slider("int", "bits d", dim, 2, 8),
+    }, height="490px")
+
 # --- 03 RoPE in 2D ------------------------------------------------------------------------
 
 # --- 04 RoPE in d dimensions --------------------------------------------------------------
