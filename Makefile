@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-EXTRAS := test,lab
+EXTRAS := test,lab,models
 
 .PHONY: lab test install lint unit notebooks clean
 
@@ -17,7 +17,7 @@ test: install lint unit notebooks
 install: $(STAMP)
 
 # Re-install whenever the dependency list or the lock file changes.
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "rope_lab needs Python 3.10 or newer, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --constraint constraints.txt --editable ".[$(EXTRAS)]"
