@@ -208,6 +208,7 @@ def angle_precision(dtype: str = "bfloat16", dim: int = 64, base: float = 10000.
     ``axes[1]`` holds the cos errors the same way.
     """
     import torch
+    from matplotlib.ticker import MaxNLocator
 
     from rope_lab import precision, rope
 
@@ -228,6 +229,7 @@ def angle_precision(dtype: str = "bfloat16", dim: int = 64, base: float = 10000.
                          label=f"{dtype}: integers exact up to {exact}")
         axes.set(xlabel="position m", ylabel=f"{what}, worst pair", ylim=(1e-9, 10))
         _plain_log_ticks(axes, [1e-8, 1e-6, 1e-4, 1e-2, 1.0])
+        axes.xaxis.set_major_locator(MaxNLocator(5))
         axes.legend(loc="lower right")
     left.set_title(f"Angle m·θ_i computed in {dtype}")
     right.set_title(f"cos(m·θ_i) from the {dtype} angle")
