@@ -193,7 +193,8 @@ def rope_frequencies(dim: int = 64, base: float = 10000.0, length: int = 256):
                          vmin=0, vmax=2 * math.pi, interpolation="nearest")
     right.grid(False)
     right.set(xlabel="pair i", ylabel="position m", title="angle m·θ_i mod 2π")
-    figure.colorbar(image, ax=right, label="angle (rad)")
+    colorbar = figure.colorbar(image, ax=right, label="angle (rad)")
+    colorbar.set_ticks([0, math.pi, 2 * math.pi], labels=["0", "π", "2π"])
     return figure
 
 

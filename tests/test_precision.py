@@ -107,3 +107,11 @@ def test_rotation_helpers_validate_shapes():
         precision.exact_angles([1, 2], torch.ones(2, 2))
     with pytest.raises(TypeError, match=r"inv_freq must be a floating-point tensor"):
         precision.angles_in_dtype([1, 2], torch.ones(2, dtype=torch.int64), "float16")
+
+
+def test_results_follow_the_device_of_inv_freq(device):
+    speeds = rl.inv_freq(16, dtype=torch.float64, device=device)
+    phase, cos = precision.angle_errors(torch.arange(600), speeds, torch.bfloat16)
+    assert phase.device.type == cos.device.type == device.type
+    cpu_phase, _ = precision.angle_errors(torch.arange(600), speeds.cpu(), torch.bfloat16)
+    torch.testing.assert_close(phase.cpu(), cpu_phase)
