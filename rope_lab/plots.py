@@ -211,6 +211,24 @@ def rope_frequencies(dim: int = 64, base: float = 10000.0, length: int = 256):
     return figure
 
 
+@functools.lru_cache(maxsize=64)
+def _worst_angle_errors(dtype: str, dim: int, base: float, length: int, block: int):
+    """(block starts, worst phase error, worst cos error) per block of positions, cached:
+    moving one slider back and forth, or switching dtype, reuses the curves already made."""
+    import torch
+
+    from rope_lab import precision, rope
+
+    speeds = rope.inv_freq(dim, base, dtype=torch.float64)
+    positions = torch.arange(length - length % block)
+    worst = [error.reshape(-1, block * (dim // 2)).amax(-1).clamp_min(1e-9).numpy()
+             for error in precision.angle_errors(positions, speeds, dtype)]
+    curves = (positions[::block].numpy(), *worst)
+    for curve in curves:
+        curve.setflags(write=False)  # shared by every figure drawn from the cache
+    return curves
+
+
 @course_style
 def angle_precision(dtype: str = "bfloat16", dim: int = 64, base: float = 10000.0,
                     length: int = 4096, block: int = 16):
@@ -221,19 +239,14 @@ def angle_precision(dtype: str = "bfloat16", dim: int = 64, base: float = 10000.
     ``axes[0].lines[0]`` is the chosen dtype's phase error, ``axes[0].lines[1]`` float32's;
     ``axes[1]`` holds the cos errors the same way.
     """
-    import torch
     from matplotlib.ticker import MaxNLocator
 
-    from rope_lab import precision, rope
+    from rope_lab import precision
 
-    speeds = rope.inv_freq(dim, base, dtype=torch.float64)
-    positions = torch.arange(length - length % block)
-    starts = positions[::block]
     figure, (left, right) = new_figure(1, 2, width=10.0, height=4.2)
     for name, colour in ((dtype, PALETTE[3]), ("float32", PALETTE[0])):
-        for axes, error in zip((left, right), precision.angle_errors(positions, speeds, name),
-                               strict=True):
-            worst = error.reshape(-1, block * (dim // 2)).amax(-1).clamp_min(1e-9)
+        starts, *errors = _worst_angle_errors(name, dim, base, length, block)
+        for axes, worst in zip((left, right), errors, strict=True):
             axes.semilogy(starts, worst, color=colour, lw=1.5, label=name,
                           drawstyle="steps-post")
     exact = precision.largest_exact_integer(dtype)
