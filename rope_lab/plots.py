@@ -239,7 +239,213 @@ def position_similarity(table, *, positions: int = 128, title: str = "Learned po
 
 # --- 03 RoPE in 2D ------------------------------------------------------------------------
 
+
+def _arrow(axes, tip, colour, label, *, dashed=False):
+    """One arrow from the origin to ``tip``, labelled at its head (axes.texts keeps it)."""
+    style = dict(arrowstyle="-|>", color=colour, lw=2.5, mutation_scale=18,
+                 linestyle="--" if dashed else "-", alpha=0.55 if dashed else 1.0)
+    axes.annotate("", xy=tip, xytext=(0.0, 0.0), arrowprops=style)
+    axes.annotate(label, xy=tip, xytext=(6, 6), textcoords="offset points", color=colour,
+                  fontsize=13, fontweight="bold")
+
+
+def _rotate_2d(vector, angle):
+    import math
+
+    c, s = math.cos(angle), math.sin(angle)
+    return (c * vector[0] - s * vector[1], s * vector[0] + c * vector[1])
+
+
+@course_style
+def complex_rotation(z=(1.0, 0.0), angle: float | None = None):
+    """z and z·e^{i·angle} on the complex plane, with the unit circle and the angle's arc.
+
+    ``angle`` defaults to π/4. Data: the arrows are ``axes.texts`` annotations (``.xy`` is
+    the tip); ``axes.lines[1]`` is the rotated point.
+    """
+    import math
+
+    import torch
+
+    angle = math.pi / 4 if angle is None else angle
+    figure, axes = new_figure(width=5.5, height=5.5)
+    turned = _rotate_2d(z, angle)
+    t = torch.linspace(0, 2 * math.pi, 200)
+    axes.plot(t.cos(), t.sin(), color="0.6", lw=1, label="unit circle |z| = 1")
+    axes.plot([turned[0]], [turned[1]], "o", color=PALETTE[3], ms=7)
+    start = math.atan2(z[1], z[0])
+    arc = torch.linspace(start, start + angle, 50)
+    axes.plot(0.3 * arc.cos(), 0.3 * arc.sin(), color=PALETTE[7], lw=1.5)
+    _arrow(axes, z, PALETTE[0], "z")
+    _arrow(axes, turned, PALETTE[3], r"$z\,e^{i\varphi}$")
+    axes.text(-1.25, -1.2, f"z = {z[0]:.3f} + {z[1]:.3f}i\n"
+              f"φ = {angle:.4f} rad\nz·e^(iφ) = {turned[0]:.3f} + {turned[1]:.3f}i",
+              fontsize=11, va="bottom")
+    axes.set(xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal", xlabel="real part",
+             ylabel="imaginary part", title="Multiplying by e^(iφ) rotates by φ")
+    return figure
+
+
+@course_style
+def rotation_2d(theta: float = 0.5, m: int = 2, n: int = 5, shift: int = 0,
+                q=(1.0, 0.4), k=(0.3, 0.9)):
+    """q, k (dashed) and R_{m+s} q, R_{n+s} k (solid) as arrows; the title shows the score.
+
+    The score ⟨R_{m+s} q, R_{n+s} k⟩ = qᵀ R_{(n−m)θ} k does not depend on the shift s.
+    Data: the arrows are ``axes.texts`` annotations (``.xy`` is the arrow's tip).
+    """
+    import math
+
+    import torch
+
+    figure, axes = new_figure(width=6.0, height=5.4)
+    pos_q, pos_k = m + shift, n + shift
+    rotated_q, rotated_k = _rotate_2d(q, pos_q * theta), _rotate_2d(k, pos_k * theta)
+    score = rotated_q[0] * rotated_k[0] + rotated_q[1] * rotated_k[1]
+    radius = max(math.hypot(*q), math.hypot(*k))
+    t = torch.linspace(0, 2 * math.pi, 120)
+    axes.plot(math.hypot(*q) * t.cos(), math.hypot(*q) * t.sin(), color="0.75", lw=1)
+    axes.plot(math.hypot(*k) * t.cos(), math.hypot(*k) * t.sin(), color="0.75", lw=1)
+    _arrow(axes, q, PALETTE[0], "q", dashed=True)
+    _arrow(axes, k, PALETTE[1], "k", dashed=True)
+    _arrow(axes, rotated_q, PALETTE[0], f"$R_{{{pos_q}}}q$")
+    _arrow(axes, rotated_k, PALETTE[1], f"$R_{{{pos_k}}}k$")
+    limit = 1.35 * radius
+    axes.set(xlim=(-limit, limit), ylim=(-limit, limit), aspect="equal",
+             xlabel="feature 1", ylabel="feature 2")
+    axes.set_title(f"θ = {theta:.2f} rad, m = {pos_q}, n = {pos_k}, n − m = {pos_k - pos_q}\n"
+                   f"score ⟨R_m q, R_n k⟩ = {score:.4f}")
+    return figure
+
 # --- 04 RoPE in d dimensions --------------------------------------------------------------
+
+
+def _fixed_layout(figure, rectangles):
+    """Place the axes by hand ([left, bottom, width, height] in figure fractions).
+
+    Constrained layout measures every label on each draw — about a third of a redraw for
+    these two-panel figures — so the figures that sliders redraw use fixed positions.
+    """
+    figure.set_layout_engine("none")
+    for axes, rectangle in zip(figure.axes, rectangles, strict=True):
+        axes.set_position(rectangle)
+
+
+def _plain_log_ticks(axes, ticks):
+    """Log-axis ticks labelled as plain text: mathtext labels dominate redraw time."""
+    from matplotlib.ticker import NullLocator
+
+    axes.set_yticks(ticks, labels=[f"{tick:g}" for tick in ticks])
+    axes.yaxis.set_minor_locator(NullLocator())
+
+
+@course_style
+def rope_frequencies(dim: int = 64, base: float = 10000.0, length: int = 256):
+    """Left: wavelength 2π/θ_i of every pair i (log scale). Right: heatmap of m·θ_i mod 2π.
+
+    Data: ``axes[0].lines[0]`` is (i, 2π/θ_i); ``axes[1].images[0]`` is the
+    ``(length, dim/2)`` array of angles mod 2π.
+    """
+    import math
+
+    import torch
+
+    from rope_lab import rope
+
+    speeds = rope.inv_freq(dim, base, dtype=torch.float64)
+    pairs = torch.arange(dim // 2)
+    figure, (left, right) = new_figure(1, 2, width=10.0, height=4.2)
+    left.semilogy(pairs, 2 * math.pi / speeds, "o-", ms=3, color=PALETTE[0],
+                  label="wavelength 2π/θ_i")
+    left.axhline(length, color=PALETTE[3], ls="--", label=f"positions shown ({length})")
+    decades = range(0, math.ceil(math.log10(float(2 * math.pi / speeds[-1]))) + 1)
+    _plain_log_ticks(left, [10.0**e for e in decades])
+    left.set(xlabel="pair i", ylabel="wavelength (positions per turn)",
+             title=f"θ_i = {base:g}^(−2i/{dim})")
+    left.legend(loc="upper left")
+    angles = rope.rope_angles(torch.arange(length), speeds).remainder(2 * math.pi)
+    image = right.imshow(angles.numpy(), aspect="auto", origin="lower", cmap="twilight",
+                         vmin=0, vmax=2 * math.pi, interpolation="nearest")
+    right.grid(False)
+    right.set(xlabel="pair i", ylabel="position m", title="angle m·θ_i mod 2π")
+    colorbar = figure.colorbar(image, ax=right, label="angle (rad)")
+    colorbar.set_ticks([0, math.pi, 2 * math.pi], labels=["0", "π", "2π"])
+    _fixed_layout(figure, ([0.08, 0.13, 0.37, 0.78], [0.545, 0.13, 0.33, 0.78],
+                           [0.89, 0.13, 0.02, 0.78]))
+    return figure
+
+
+@functools.lru_cache(maxsize=64)
+def _worst_angle_errors(dtype: str, dim: int, base: float, length: int, block: int):
+    """(block starts, worst phase error, worst cos error) per block of positions, cached:
+    moving one slider back and forth, or switching dtype, reuses the curves already made."""
+    import torch
+
+    from rope_lab import precision, rope
+
+    speeds = rope.inv_freq(dim, base, dtype=torch.float64)
+    positions = torch.arange(length - length % block)
+    worst = [error.reshape(-1, block * (dim // 2)).amax(-1).clamp_min(1e-9).numpy()
+             for error in precision.angle_errors(positions, speeds, dtype)]
+    curves = (positions[::block].numpy(), *worst)
+    for curve in curves:
+        curve.setflags(write=False)  # shared by every figure drawn from the cache
+    return curves
+
+
+@course_style
+def angle_precision(dtype: str = "bfloat16", dim: int = 64, base: float = 10000.0,
+                    length: int = 4096, block: int = 16):
+    """Phase error and cos error of m·θ_i computed in ``dtype`` versus position m.
+
+    Each point is the worst pair over a block of ``block`` positions; float32 is drawn as
+    the reference, and errors are floored at 1e-9 for the log scale. Data:
+    ``axes[0].lines[0]`` is the chosen dtype's phase error, ``axes[0].lines[1]`` float32's;
+    ``axes[1]`` holds the cos errors the same way.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    from rope_lab import precision
+
+    figure, (left, right) = new_figure(1, 2, width=10.0, height=4.2)
+    for name, colour in ((dtype, PALETTE[3]), ("float32", PALETTE[0])):
+        starts, *errors = _worst_angle_errors(name, dim, base, length, block)
+        for axes, worst in zip((left, right), errors, strict=True):
+            axes.semilogy(starts, worst, color=colour, lw=1.5, label=name,
+                          drawstyle="steps-post")
+    exact = precision.largest_exact_integer(dtype)
+    for axes, what in ((left, "phase error (rad)"), (right, "|cos error|")):
+        if exact < length:
+            axes.axvline(exact, color=PALETTE[7], ls=":",
+                         label=f"{dtype}: integers exact up to {exact}")
+        axes.set(xlabel="position m", ylabel=f"{what}, worst pair", ylim=(1e-9, 10))
+        _plain_log_ticks(axes, [1e-8, 1e-6, 1e-4, 1e-2, 1.0])
+        axes.xaxis.set_major_locator(MaxNLocator(5))
+        axes.legend(loc="lower right")
+    left.set_title(f"Angle m·θ_i computed in {dtype}")
+    right.set_title(f"cos(m·θ_i) from the {dtype} angle")
+    _fixed_layout(figure, ([0.105, 0.13, 0.37, 0.78], [0.615, 0.13, 0.37, 0.78]))
+    return figure
+
+
+@course_style
+def singular_values(maps: dict):
+    """Singular values of each named ``(d, d)`` linear map, sorted, one line per map.
+
+    An orthogonal map (a true rotation) has every singular value equal to 1.
+    Data: ``axes.lines[j]`` holds map j's singular values.
+    """
+    import torch
+
+    figure, axes = new_figure(width=7.0, height=4.0)
+    for (name, matrix), marker in zip(maps.items(), "os^v", strict=False):
+        values = torch.linalg.svdvals(matrix.to(torch.float64))
+        axes.plot(values, marker, ms=4, label=name)
+    axes.axhline(1.0, color=PALETTE[7], lw=1, ls=":")
+    axes.set(xlabel="index (largest first)", ylabel="singular value",
+             title="Singular values: a rotation has them all equal to 1")
+    axes.legend()
+    return figure
 
 # --- 05 long-range decay ------------------------------------------------------------------
 

@@ -150,7 +150,36 @@ def binary_panel(dim: int = 5) -> Panel:
 
 # --- 03 RoPE in 2D ------------------------------------------------------------------------
 
+@register
+def rotation_2d_panel():
+    """Turn θ, the positions m and n, and shift both: the score depends on n − m only."""
+    return Panel(plots.rotation_2d, {
+        "theta": slider("float", "θ (rad per position)", 0.5, 0.0, 3.14, 0.01),
+        "m": slider("int", "m (query position)", 2, 0, 12),
+        "n": slider("int", "n (key position)", 5, 0, 12),
+        "shift": slider("int", "shift both by", 0, 0, 20),
+    }, height="500px")
+
+
 # --- 04 RoPE in d dimensions --------------------------------------------------------------
+
+@register
+def rope_frequencies_panel():
+    """Head dimension and base → per-pair wavelengths and the (position × pair) angles."""
+    return Panel(plots.rope_frequencies, {
+        "dim": slider("int", "head dim d", 64, 8, 256, 8),
+        "base": slider("log", "base", 10000.0, 1, 6, 0.1),
+    }, height="400px")
+
+
+@register
+def angle_precision_panel():
+    """Pick the dtype the angles m·θ_i are computed in; see phase and cos errors grow."""
+    return Panel(plots.angle_precision, {
+        "dtype": dropdown("angles computed in", ["bfloat16", "float16", "float32"]),
+        "base": slider("log", "base", 10000.0, 2, 6, 0.1),
+    }, height="400px")
+
 
 # --- 05 long-range decay ------------------------------------------------------------------
 
