@@ -100,6 +100,9 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
             raise TypeError(f"{name} must be numbers, got {positions!r}")
         try:
             tensor = torch.as_tensor(positions, device=device)
+            if tensor.dtype == torch.float32 and not hasattr(positions, "dtype"):
+                # Python floats are doubles: keep their precision instead of torch's float32.
+                tensor = torch.as_tensor(positions, dtype=torch.float64, device=device)
         except (TypeError, ValueError, RuntimeError) as error:
             raise TypeError(f"{name} must be numbers, got {positions!r}") from error
     else:

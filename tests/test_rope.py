@@ -256,3 +256,8 @@ class TestRotaryEmbedding:
 
     def test_no_persistent_state_in_state_dict(self):
         assert rl.RotaryEmbedding(8, max_seq_len=16).state_dict() == {}
+
+
+def test_python_float_positions_keep_double_precision():
+    matrix = rl.rope_matrix(math.pi / 4, 2, dtype=torch.float64)
+    assert abs(matrix[0, 0].item() - math.cos(math.pi / 4)) < 1e-15
