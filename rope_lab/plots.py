@@ -119,7 +119,7 @@ def bound_counterexample(q, k, distances, *, base: float = 10000.0, marked=None)
     dim = q.shape[-1]
     figure, axes = new_figure(width=9.0, height=4.2)
     axes.plot(distances, decay.cos_sum(distances, dim, base=base), color=PALETTE[0], lw=1.2,
-              label="seed 000's “bound” Σ cos(Δθ_i)")
+              label="seed 000's “bound” Σ cos(Δθᵢ)")
     axes.plot(distances, decay.score_curve(q, k, distances, base=base), color=PALETTE[3],
               lw=1.2, label="score s(Δ) of the chosen k")
     axes.axhline(dim / 2, color=PALETTE[7], ls=":", lw=1,
@@ -127,8 +127,9 @@ def bound_counterexample(q, k, distances, *, base: float = 10000.0, marked=None)
     if marked is not None:
         axes.axvline(marked, color=PALETTE[1], ls="--", lw=1, label=f"Δ = {marked}")
     axes.set(xlabel="relative distance Δ (positions)", ylabel="score",
-             title=f"Unit pairs, d = {dim}, base {base:g}: the “bound” is broken")
-    axes.legend(loc="lower left")
+             title=f"Unit pairs, d = {dim}, base {base:g}: the “bound” is broken",
+             xlim=(float(distances[0]), float(distances[-1])))
+    axes.legend(loc="upper right")
     return figure
 
 
@@ -213,7 +214,7 @@ def minimum_base_chart(found: dict, published: dict, models=()):
         axes.annotate(name, (length, base), textcoords="offset points", xytext=(6, -4),
                       fontsize=9)
     axes.set(xlabel="context length L (tokens)", ylabel="RoPE base",
-             title="Base needed for Σ cos(mθ_i) ≥ 0 up to L (d = 128)")
+             title="Base needed for Σ cos(mθᵢ) ≥ 0 up to L (d = 128)")
     axes.legend(loc="upper left")
     return figure
 
