@@ -155,7 +155,8 @@ def abel_curve(dim: int = 128, base: float = 10000.0, max_distance: int = 256):
 
 def _draw_scores(axes, mode: str, dim: int, base: float, max_distance: int, samples: int,
                  seed: int, noise: float):
-    """One panel: a few sampled score curves, their mean, the exact mean and a ±1 std band."""
+    """One panel: a sampled score curve, the sample mean (samples > 1), the exact mean and a
+    ±1 std band; for mode "ones" only the (deterministic) curve."""
     import torch
 
     from rope_lab import decay
@@ -166,14 +167,18 @@ def _draw_scores(axes, mode: str, dim: int, base: float, max_distance: int, samp
     scores = decay.score_curve(q, k, distances, base=base)
     mean = decay.expected_score(distances, dim, base=base, mode=mode, noise=noise)
     std = decay.score_std(distances, dim, base=base, mode=mode, noise=noise)
+    if mode == "ones":  # nothing random: the curve is its own expectation
+        axes.plot(distances, scores[0], color=PALETTE[0], lw=1.0)
+        axes.set(xlabel="relative distance Δ (positions)", ylabel="score s(Δ) = ⟨q, R(Δ) k⟩",
+                 xlim=(0, max_distance))
+        return
     axes.plot(distances, scores[0], color=PALETTE[5], lw=0.8, label="one draw")
     if samples > 1:
         axes.plot(distances, scores.mean(0), color=PALETTE[1], lw=1.2,
                   label=f"mean of {samples} draws")
     axes.plot(distances, mean, color=PALETTE[7], lw=1.5, ls="--", label="exact E[s(Δ)]")
-    if mode != "ones":
-        axes.fill_between(distances, mean - std, mean + std, color=PALETTE[0], alpha=0.15,
-                          lw=0, label="± 1 std")
+    axes.fill_between(distances, mean - std, mean + std, color=PALETTE[0], alpha=0.15, lw=0,
+                      label="± 1 std")
     axes.set(xlabel="relative distance Δ (positions)", ylabel="score s(Δ) = ⟨q, R(Δ) k⟩",
              xlim=(0, max_distance))
 
@@ -222,12 +227,14 @@ def minimum_base_chart(found: dict, published: dict, models=()):
 @course_style
 def decay_and_abel(base: float = 10000.0, dim: int = 128, max_distance: int = 1024,
                    mode: str = "ones", noise: float = 1.0, seed: int = 0):
-    """The widget's figure. Left: s(Δ) for the chosen q/k mode (``lines[0]`` one draw, then
-    the exact mean). Right: the Abel factor (1/(d/2))·Σ_j |S_j| (``axes[1].lines[0]``)."""
+    """The widget's figure. Left: s(Δ) for the chosen q/k mode (``lines[0]`` one draw — the
+    only line for "ones" — then the exact mean). Right: the Abel factor (2/d)·Σ_j |S_j|
+    (``axes[1].lines[0]``)."""
     figure, (left, right) = new_figure(1, 2, width=10.0, height=4.0)
     _draw_scores(left, mode, dim, base, max_distance, 1, seed, noise)
     left.set_title(f"score, q/k: {mode}, d = {dim}, base {base:.3g}")
-    left.legend(loc="upper right")
+    if mode != "ones":
+        left.legend(loc="upper right")
     _draw_abel(right, dim, base, max_distance)
     right.set_title(f"Abel factor, d = {dim}, base {base:.3g}")
     return figure
