@@ -156,7 +156,7 @@ def check_minimum_base(minimum_base) -> bool:
     from rope_lab import decay
 
     exercise, title = "05.3", "the minimum base for a context length"
-    for length, dim in ((100, 16), (1024, 128)):
+    for length, dim in ((100, 16), (512, 64)):
         answer, failure = call_learner(minimum_base, length, dim)
         if failure is None:
             try:

@@ -185,7 +185,7 @@ def _draw_scores(axes, mode: str, dim: int, base: float, max_distance: int, samp
 
 @course_style
 def random_vs_correlated(dim: int = 128, base: float = 10000.0, max_distance: int = 512,
-                         samples: int = 400, seed: int = 0, noise: float = 1.0):
+                         samples: int = 200, seed: int = 0, noise: float = 1.0):
     """Left: independent q, k. Right: k = q + noise. In each: ``lines[0]`` one draw,
     ``lines[1]`` the Monte Carlo mean, ``lines[2]`` the exact expectation."""
     figure, axes = new_figure(1, 2, width=11.0, height=4.2, sharey=True)
