@@ -262,14 +262,15 @@ def satisfies_base_criterion(base: float, context_length: int, dim: int = 128) -
 # Below this many units of log(base) the search stops trying to prove a gap invalid.
 _RESOLUTION = 1e-9
 _WITNESSES = 12
+_LARGEST_LOG_BASE = math.log(1e30)
 
 
 def minimum_base(context_length: int, dim: int = 128) -> float:
     """The smallest base ≥ 1 with Σ_i cos(mθ_i) ≥ 0 for every m = 0 … context_length.
 
-    The condition is not monotone in the base: for L = 4096, d = 128 it holds on a narrow
-    band near 2.7e4, fails again above it, and holds for good only past 5.8e4. So neither
-    bisection nor a coarse grid is safe. The search walks up u = ln(base) from 0 and proves
+    The condition is not monotone in the base: for L = 4096, d = 128 it holds on a band about
+    0.1 % wide near 2.7e4 and fails again from 2.8e4 to 4e4. So neither bisection nor a coarse
+    grid is safe. The search walks up u = ln(base) from 0 and proves
     every base it passes invalid:
 
     * A witness is a distance m with B(m, u) = Σ_i cos(m·e^{−u·x_i}) < 0, x_i = 2i/d.
@@ -290,6 +291,12 @@ def minimum_base(context_length: int, dim: int = 128) -> float:
     """
     _validate.check_positive_int(context_length, "context_length")
     _validate.check_dim(dim)
+    if dim == 2 and context_length >= 2:
+        # One pair, θ_0 = base⁰ = 1 for every base, and cos(2) < 0.
+        raise ValueError(
+            f"with dim = 2 no base meets the criterion for context_length ≥ 2 (the only "
+            f"frequency is θ_0 = 1 whatever the base); got context_length = {context_length}"
+        )
     # The walk runs ~10⁴ steps on 12 witnesses × d/2 numbers: NumPy has less per-call cost
     # than torch for arrays this small. Full evaluations use the package's inv_freq.
     x = np.arange(0, dim, 2) / dim
@@ -315,3 +322,8 @@ def minimum_base(context_length: int, dim: int = 128) -> float:
                 witnesses = np.concatenate([best.numpy(), witnesses])[:_WITNESSES]
                 skip = max(float(reach.max()) / speed, _RESOLUTION)
             u += skip
+            if u > _LARGEST_LOG_BASE:
+                raise ValueError(
+                    f"no base up to 1e{_LARGEST_LOG_BASE / math.log(10):.0f} meets the "
+                    f"criterion for context_length = {context_length}, dim = {dim}"
+                )

@@ -172,7 +172,11 @@ def test_the_criterion_is_not_monotone_in_the_base():
 
 def test_minimum_base_small_cases():
     assert decay.minimum_base(1) == 1.0  # cos(θ_i) > 0 for every θ_i ≤ 1
-    assert decay.satisfies_base_criterion(decay.minimum_base(2, 4), 2, 4)
+    assert decay.minimum_base(1, 2) == 1.0
+    for length in (2, 3, 20):  # d = 4: cos m + cos(m·base^(−1/2)) ≥ 0 needs a large base
+        best = decay.minimum_base(length, 4)
+        assert decay.satisfies_base_criterion(best, length, 4)
+        assert not decay.satisfies_base_criterion(best * (1 - 1e-6), length, 4)
 
 
 def test_full_table_matches_direct_cosines():
@@ -203,6 +207,7 @@ def test_search_leaves_thread_count_alone():
     (lambda: decay.minimum_base(0), ValueError, "context_length must be a positive integer"),
     (lambda: decay.minimum_base(1024.0), TypeError, "context_length must be an int"),
     (lambda: decay.minimum_base(1024, 7), ValueError, "dim must be a positive even"),
+    (lambda: decay.minimum_base(5, 2), ValueError, "with dim = 2 no base meets"),
     (lambda: decay.lowest_cos_sum(-1.0, 10), ValueError, "base must be a finite number"),
     (lambda: decay.cos_sum([[1, 2]], 8), ValueError, r"distances must be 1-D"),
     (lambda: decay.cos_sum([1.0, float("nan")], 8), ValueError, "distances must all be finite"),
