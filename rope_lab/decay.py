@@ -269,9 +269,9 @@ def minimum_base(context_length: int, dim: int = 128) -> float:
     """The smallest base ≥ 1 with Σ_i cos(mθ_i) ≥ 0 for every m = 0 … context_length.
 
     The condition is not monotone in the base: for L = 4096, d = 128 it holds on a band about
-    0.1 % wide near 2.7e4 and fails again from 2.8e4 to 4e4. So neither bisection nor a coarse
-    grid is safe. The search walks up u = ln(base) from 0 and proves
-    every base it passes invalid:
+    0.1 % wide, from 26 952 to about 26 975, yet fails again at 27 000, 28 200 and 39 800. So
+    neither bisection nor a coarse grid is safe. The search walks up u = ln(base) from 0 and
+    proves every base it passes invalid:
 
     * A witness is a distance m with B(m, u) = Σ_i cos(m·e^{−u·x_i}) < 0, x_i = 2i/d.
     * |∂B(m, u)/∂u| = |Σ_i sin(mθ_i)·mθ_i·x_i| ≤ m·Σ_i x_i θ_i = m·S(u), and S decreases

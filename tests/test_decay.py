@@ -168,6 +168,9 @@ def test_the_criterion_is_not_monotone_in_the_base():
     larger = np.exp(np.linspace(math.log(best * 1.01), math.log(best * 2.5), 400))
     assert any(not decay.satisfies_base_criterion(float(b), length) for b in larger)
     assert decay.satisfies_base_criterion(best, length)
+    # The figures quoted in minimum_base's docstring.
+    assert round(best) == 26952 and decay.satisfies_base_criterion(26970.0, length)
+    assert not any(decay.satisfies_base_criterion(b, length) for b in (27000.0, 28200.0, 39800.0))
 
 
 def test_minimum_base_small_cases():
