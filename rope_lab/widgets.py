@@ -183,6 +183,17 @@ def angle_precision_panel():
 
 # --- 05 long-range decay ------------------------------------------------------------------
 
+@register
+def decay_panel():
+    """Base, head dim, max distance and q/k mode → the score curve and the Abel factor."""
+    return Panel(plots.decay_and_abel, {
+        "base": slider("log", "base", 10000.0, 0, 6, 0.05),
+        "dim": slider("int", "head dim d", 128, 8, 256, 8),
+        "max_distance": slider("int", "max distance Δ", 1024, 64, 4096, 64),
+        "mode": dropdown("q, k", ["ones", "random", "correlated"]),
+    }, height="400px")
+
+
 # --- 06 length extrapolation --------------------------------------------------------------
 
 # --- 07 linear attention ------------------------------------------------------------------
