@@ -1,0 +1,225 @@
+"""Fast RoPE: the same rotation as :func:`rope_lab.rope.rotate_reference`, in fewer passes.
+
+RoPE is memory-bound. Per element it reads x once and writes the result once (8 bytes in
+float32) and does about 3 FLOPs, so its floor is the time of a same-size copy, ``x.clone()``.
+The literal formula
+
+    out = cat(a·cos − b·sin, a·sin + b·cos)          (a, b the two features of each pair)
+
+runs six full-size kernels and allocates five temporaries: the tensor streams through main
+memory six times. Three ideas bring it back to about one read and one write:
+
+1. interleaved layout: the pairs (2i, 2i + 1) sit next to each other, so they *are* complex
+   numbers a + ib, and one complex multiply by e^{i m θ_i} = cos + i·sin does the whole
+   rotation, reading x once and writing straight into the output (``out=``).
+2. half layout (and every dtype that needs a conversion): four in-place kernels
+   (out_a = a·cos, out_b = b·cos, out_a −= b·sin, out_b += a·sin) on one block of rows at a
+   time. A block is small enough to stay in the CPU cache, so main memory sees one read of x
+   and one write of out; the other passes hit the cache.
+3. CUDA: one Triton kernel (:mod:`rope_lab._triton_rope`) loads a block of rows, rotates it
+   in registers and stores it. Used when Triton is installed; the eager paths run otherwise.
+
+No extra memory: the output, the caller's cos/sin, and at most one cache-sized scratch block.
+Autograd works: the backward of a rotation by m·θ is the rotation by −m·θ (sin → −sin).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import torch
+
+# Block size for the eager half-layout path: x block + out block should stay in the CPU's
+# L2/L3 cache while the four kernels pass over it. 1 MiB of x is one head of
+# (2048 tokens × 128 features) in float32.
+BLOCK_BYTES = 1 << 20
+
+# Devices the eager fast path is written for; others (MPS, XLA …) use the reference.
+_FAST_DEVICES = ("cpu", "cuda")
+
+
+def can_use_fast_path(x: torch.Tensor, cos: torch.Tensor) -> bool:
+    """True when :func:`rotate` may replace the reference for these inputs."""
+    return (
+        x.device.type in _FAST_DEVICES
+        and x.numel() > 0
+        and cos.dtype in (torch.float32, torch.float64)
+        and not (torch.is_grad_enabled() and cos.requires_grad)
+    )
+
+
+def rotate(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str,
+    *,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Rotate the first 2·cos.shape[-1] features of x; the rest are copied through.
+
+    Differentiable with respect to x (not cos/sin). Trusts its inputs (validated by
+    :func:`rope_lab.apply_rope`).
+
+    Args:
+        x: ``(..., seq, dim)`` any float dtype, any strides.
+        cos, sin: ``(..., seq, r/2)`` float32 or float64, broadcasting against x.shape[:-1].
+        layout: "half" or "interleaved".
+        out: where to write (may be ``x`` itself for an in-place rotation); default a new
+            contiguous tensor like x. Not differentiable when given.
+
+    Returns:
+        ``out``: x rotated, computed in promote(x.dtype, cos.dtype), rounded once.
+    """
+    if out is None and torch.is_grad_enabled() and x.requires_grad:
+        return _Rotate.apply(x, cos, sin, layout)
+    return _rotate_into(x, cos, sin, layout, out)
+
+
+class _Rotate(torch.autograd.Function):
+    """Fast forward and fast backward: ∂L/∂x = R(−m·θ) ∂L/∂out, a rotation the other way."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin, layout):
+        ctx.save_for_backward(cos, sin)
+        ctx.layout = layout
+        return _rotate_into(x, cos, sin, layout, None)
+
+    @staticmethod
+    def backward(ctx, grad):
+        cos, sin = ctx.saved_tensors
+        return rotate(grad, cos, -sin, ctx.layout), None, None, None
+
+
+def _rotate_into(x, cos, sin, layout, out):
+    """Dispatch to Triton (CUDA), one complex multiply, or the blocked eager kernels."""
+    half = cos.shape[-1]
+    rotary_dim = 2 * half
+    compute = torch.promote_types(x.dtype, cos.dtype)
+    if out is None:
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    in_place = out.data_ptr() == x.data_ptr()
+    if rotary_dim < x.shape[-1] and not in_place:
+        out[..., rotary_dim:].copy_(x[..., rotary_dim:])  # partial rotary: the tail passes
+    x_rot, out_rot = x[..., :rotary_dim], out[..., :rotary_dim]
+
+    if x.is_cuda and _triton_rotate(x_rot, cos, sin, layout, out_rot):
+        return out
+    if layout == "interleaved" and x.dtype == compute and _complex_view_ok(x_rot, out_rot):
+        # Pairs (2i, 2i+1) are adjacent: view them as complex numbers, one multiply.
+        rotation = torch.complex(cos, sin)  # e^{i m θ_i}, (..., seq, r/2)
+        torch.mul(_as_complex(x_rot), rotation, out=_as_complex(out_rot))
+        return out
+    _rotate_in_blocks(x_rot, cos, sin, layout, out_rot, compute, in_place)
+    return out
+
+
+def _rotate_in_blocks(x, cos, sin, layout, out, compute, in_place):
+    """Cut x into cache-sized blocks of rows and rotate each with a few in-cache kernels."""
+    half = cos.shape[-1]
+    batch = x.shape[:-1]
+    cos, sin = cos.expand(*batch, half), sin.expand(*batch, half)
+    # Write straight into out when it has the compute dtype and is not x itself (the
+    # kernels read a after writing out_a); otherwise rotate into a scratch block first.
+    direct = out.dtype == compute and not in_place
+    row_bytes = x.shape[-1] * compute.itemsize
+    blocks = list(_blocks(batch, row_bytes, BLOCK_BYTES))
+    scratch = None
+    if not direct:
+        biggest = x[blocks[0]].shape
+        scratch = torch.empty(biggest, dtype=compute, device=x.device)
+    for index in blocks:
+        x_block, out_block = x[index], out[index]
+        if direct:
+            _rotate_block(x_block, cos[index], sin[index], layout, out_block)
+        else:
+            target = scratch[tuple(slice(0, n) for n in x_block.shape)]
+            _rotate_block(x_block, cos[index], sin[index], layout, target)
+            out_block.copy_(target)  # the single rounding to out's dtype
+
+
+def _rotate_block(x, cos, sin, layout, out):
+    """out = R x for one block: a' = a·c − b·s, b' = a·s + b·c, as four in-cache kernels."""
+    a, b = _pair_views(x, layout)
+    out_a, out_b = _pair_views(out, layout)
+    torch.mul(a, cos, out=out_a)
+    torch.mul(b, cos, out=out_b)
+    out_a.addcmul_(b, sin, value=-1)
+    out_b.addcmul_(a, sin)
+
+
+def _pair_views(t, layout):
+    """The first and second feature of every pair, as two ``(..., r/2)`` views."""
+    if layout == "half":
+        half = t.shape[-1] // 2
+        return t[..., :half], t[..., half:]
+    return t[..., 0::2], t[..., 1::2]
+
+
+def _blocks(batch: torch.Size, row_bytes: int, block_bytes: int):
+    """Index tuples cutting the leading dims ``batch`` into blocks of about block_bytes.
+
+    Whole dims are iterated from the left; the first dim whose slices fit is cut into
+    ranges. One block (``...``) when everything fits.
+    """
+    rows_per_index = [math.prod(batch[k + 1:]) for k in range(len(batch))]
+    if math.prod(batch) * row_bytes <= block_bytes:
+        yield (Ellipsis,)
+        return
+    split = next(k for k, rows in enumerate(rows_per_index)
+                 if rows * row_bytes <= block_bytes or k == len(batch) - 1)
+    step = max(1, block_bytes // (rows_per_index[split] * row_bytes))
+    for outer in itertools.product(*(range(n) for n in batch[:split])):
+        for start in range(0, batch[split], step):
+            yield (*outer, slice(start, start + step))
+
+
+def _complex_view_ok(*tensors) -> bool:
+    """view_as_complex needs unit stride on features and even strides/offset elsewhere."""
+    return all(
+        t.dtype in (torch.float32, torch.float64)
+        and t.stride(-1) == 1
+        and t.storage_offset() % 2 == 0
+        and all(s % 2 == 0 for s in t.stride()[:-1])
+        for t in tensors
+    )
+
+
+def _as_complex(t):
+    return torch.view_as_complex(t.unflatten(-1, (-1, 2)))
+
+
+# --- CUDA: Triton ---------------------------------------------------------------------------
+
+_triton_module = None  # rope_lab._triton_rope once imported; False when unavailable
+
+
+def triton_available() -> bool:
+    """True when the Triton kernel can run here (a CUDA device and the triton package)."""
+    global _triton_module
+    if _triton_module is None:
+        _triton_module = False
+        if torch.cuda.is_available():
+            try:
+                from rope_lab import _triton_rope
+            except ImportError:  # no triton: the eager paths serve CUDA too
+                pass
+            else:
+                _triton_module = _triton_rope
+    return bool(_triton_module)
+
+
+def _triton_rotate(x, cos, sin, layout, out) -> bool:
+    """Run the Triton kernel when it supports these inputs; False to fall back to eager."""
+    global _triton_module
+    if not triton_available():
+        return False
+    try:
+        return _triton_module.rotate(x, cos, sin, layout, out)
+    except Exception as error:  # a Triton that cannot compile here: say so once, go eager
+        _triton_module = False
+        warnings.warn(f"rope_lab: Triton RoPE kernel failed ({error}); using the eager path",
+                      RuntimeWarning, stacklevel=4)
+        return False
