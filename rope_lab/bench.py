@@ -15,7 +15,9 @@ Timing: warm-up calls, then the median of repeats; CUDA events on a GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import io
 import json
 import platform
 import statistics
@@ -31,7 +33,7 @@ from rope_lab import fast, rope
 # The issue's reference shape: batch 1, 32 heads, 2048 tokens, head dim 128 (32 MiB float32).
 DEFAULT_SHAPE = (1, 32, 2048, 128)
 # The dense form builds a (dim × dim) matrix per token: timed on this many tokens, scaled up.
-DENSE_TOKENS = 256
+DENSE_TOKENS = 128
 
 
 @dataclass
@@ -45,6 +47,21 @@ class Result:
 
 
 # --- timing -----------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def cpu_threads(count: int):
+    """Run the block with ``count`` torch CPU threads, then restore the previous number.
+
+    One thread gives steadier numbers on a shared machine: a multi-threaded kernel waits for
+    its slowest thread, and a busy neighbour can stall that thread for a whole time slice.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
 
 def time_round_robin(functions: dict, *, device, warmup: int = 2, repeats: int = 7) -> dict:
     """Median seconds per call of each function, measured in turns so load hits all alike."""
@@ -188,7 +205,7 @@ def sweep(
             {"clone": lambda x=x: x.clone(),
              "apply_rope": lambda x=x: rl.apply_rope(x, layout=layout),
              "reference": lambda x=x: _reference(x, layout)},
-            device=device, repeats=repeats,
+            device=device, repeats=repeats, warmup=1,
         )
         rows.append({parameter: value, "elements": x.numel(),
                      **{f"{name}_ms": s * 1e3 for name, s in seconds.items()}})
@@ -199,6 +216,136 @@ def _reference(x, layout):
     cos, sin = rope._cached_cos_sin(x.shape[-2], x.shape[-1], rope.DEFAULT_BASE, x.device,
                                     torch.float32)
     return rope.rotate_reference(x, cos, sin, layout)
+
+
+# --- counting: bytes, FLOPs, the roofline ----------------------------------------------------
+
+def rope_traffic(batch: int, heads: int, seq: int, head_dim: int, *,
+                 bytes_per_element: int = 4) -> dict:
+    """Bytes moved and FLOPs done by RoPE on one ``(batch, heads, seq, head_dim)`` tensor.
+
+    Each pair (a, b) costs 4 multiplies and 2 adds (a·c − b·s, a·s + b·c): 3 FLOPs per
+    element. Each element is read once and written once; the cos and sin tables
+    (seq × d/2 float32 each) are read too, but are shared by every head and batch row.
+    """
+    elements = batch * heads * seq * head_dim
+    tensor_bytes = 2 * elements * bytes_per_element
+    table_bytes = 2 * seq * (head_dim // 2) * 4
+    flops = 3 * elements
+    return {"elements": elements, "tensor_bytes": tensor_bytes, "table_bytes": table_bytes,
+            "flops": flops, "intensity": flops / (tensor_bytes + table_bytes)}
+
+
+def attainable_gflops(intensity: float, peak_gflops: float, bandwidth_gb_s: float) -> float:
+    """The roofline: min(peak compute, intensity × memory bandwidth), in GFLOP/s."""
+    return min(peak_gflops, intensity * bandwidth_gb_s)
+
+
+def layer_flops(seq: int, d_model: int, *, ffn_multiplier: int = 4) -> dict:
+    """FLOPs of one transformer layer's parts on ``seq`` tokens (heads × head_dim = d_model).
+
+    A matmul of (n × k) by (k × m) costs 2·n·k·m FLOPs.
+    """
+    return {
+        "q, k, v, o projections": 4 * 2 * seq * d_model * d_model,
+        "RoPE on q and k": 2 * 3 * seq * d_model,
+        "scores q kᵀ": 2 * seq * seq * d_model,
+        "softmax": 5 * seq * seq * (d_model // 64),  # ~5 FLOPs per score, heads of 64
+        "weights × v": 2 * seq * seq * d_model,
+        "MLP": 2 * 2 * seq * d_model * ffn_multiplier * d_model,
+    }
+
+
+def measure_layer(seq: int = 512, d_model: int = 512, heads: int = 8, *, device="cpu",
+                  repeats: int = 5) -> dict:
+    """Measured seconds of the parts of one attention + MLP layer (no batching, float32)."""
+    device = torch.device(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator, device=device) / shape[-1] ** 0.5
+
+    tokens = randn(seq, d_model)
+    w_qkvo, w_up, w_down = randn(4, d_model, d_model), randn(d_model, 4 * d_model), randn(
+        4 * d_model, d_model)
+    head_dim = d_model // heads
+    q, k, v = (randn(heads, seq, head_dim) for _ in range(3))
+    scores = q @ k.transpose(-1, -2)
+    weights = scores.softmax(-1)
+    functions = {
+        "q, k, v, o projections": lambda: [tokens @ w for w in w_qkvo],
+        "RoPE on q and k": lambda: (rl.apply_rope(q), rl.apply_rope(k)),
+        "scores q kᵀ": lambda: q @ k.transpose(-1, -2),
+        "softmax": lambda: scores.softmax(-1),
+        "weights × v": lambda: weights @ v,
+        "MLP": lambda: torch.relu(tokens @ w_up) @ w_down,
+    }
+    return time_round_robin(functions, device=device, repeats=repeats, warmup=1)
+
+
+def machine_roofline(*, device="cpu", megabytes: int = 64, matmul_size: int = 512,
+                     repeats: int = 5) -> dict:
+    """This machine's two roofs, measured: copy bandwidth (GB/s) and matmul GFLOP/s.
+
+    Bandwidth: ``out.copy_(x)`` into a preallocated tensor (read + write, no page faults).
+    Peak: a square float32 matmul, a fair stand-in for what the compute units can do.
+    """
+    device = torch.device(device)
+    x = torch.randn(megabytes * 2**18, device=device)
+    out = torch.empty_like(x)
+    a = torch.randn(matmul_size, matmul_size, device=device)
+    seconds = time_round_robin({"copy": lambda: out.copy_(x), "matmul": lambda: a @ a},
+                               device=device, repeats=repeats)
+    return {"bandwidth_gb_s": 2 * x.numel() * 4 / seconds["copy"] / 1e9,
+            "peak_gflops": 2 * matmul_size**3 / seconds["matmul"] / 1e9}
+
+
+_ALLOCATIONS = {"empty", "empty_like", "empty_strided", "detach", "lift_fresh"}
+
+
+def count_kernels(function, *args, **kwargs) -> dict:
+    """The aten kernels ``function`` runs and the bytes they write (views and allocations
+    aside): a count that does not depend on the machine or its load.
+
+    Returns {"kernels": n, "bytes_written": b, "names": [...]}.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names, self.bytes_written = [], 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            name = func.overloadpacket.__name__
+            outputs = result if isinstance(result, (tuple, list)) else [result]
+            tensors = [t for t in outputs if isinstance(t, torch.Tensor)]
+            if tensors and not func.is_view and name not in _ALLOCATIONS:
+                self.names.append(name)
+                self.bytes_written += sum(t.numel() * t.element_size() for t in tensors)
+            return result
+
+    with Recorder() as recorder:
+        function(*args, **kwargs)
+    return {"kernels": len(recorder.names), "bytes_written": recorder.bytes_written,
+            "names": recorder.names}
+
+
+# --- committed results ------------------------------------------------------------------------
+
+def committed_results() -> dict:
+    """Benchmark JSON files shipped with the package (``rope_lab/benchmarks/*.json``), by name.
+
+    Each holds one ``python -m rope_lab.bench --json`` run with its provenance.
+    """
+    from importlib import resources
+
+    folder = resources.files("rope_lab") / "benchmarks"
+    if not folder.is_dir():
+        return {}
+    return {item.name: json.loads(item.read_text()) for item in sorted(
+        folder.iterdir(), key=lambda item: item.name) if item.name.endswith(".json")}
 
 
 # --- reporting --------------------------------------------------------------------------------
@@ -329,12 +476,14 @@ def widget_redraw_times(panels: dict | None = None, *, values_per_control: int =
     panels = widgets.PANELS if panels is None else panels
     report = {}
     for name, factory in panels.items():
-        panel = factory()
-        defaults = panel.values
-        for control_name, control in panel.controls.items():
-            for value in control_values(control, values_per_control):
-                panel.set(**{control_name: value})
-            panel.set(**{control_name: defaults[control_name]})
+        # Outside a notebook, a panel's output area prints what it displays: keep it quiet.
+        with contextlib.redirect_stdout(io.StringIO()):
+            panel = factory()
+            defaults = panel.values
+            for control_name, control in panel.controls.items():
+                for value in control_values(control, values_per_control):
+                    panel.set(**{control_name: value})
+                panel.set(**{control_name: defaults[control_name]})
         seconds = panel.redraw_seconds[1:] or panel.redraw_seconds
         report[name] = {"redraws": len(seconds),
                         "median_ms": statistics.median(seconds) * 1e3,
@@ -372,6 +521,8 @@ def _main_rope(argv) -> int:
     parser.add_argument("--shape", type=int, nargs=4, default=DEFAULT_SHAPE,
                         metavar=("BATCH", "HEADS", "SEQ", "DIM"))
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--no-sweeps", action="store_true", help="skip length/head-dim sweeps")
     parser.add_argument("--compile", action="store_true",
                         help="also time torch.compile of the HF-style form (default on CUDA)")
@@ -380,6 +531,8 @@ def _main_rope(argv) -> int:
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is available here")
     dtype = getattr(torch, args.dtype)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     shape = tuple(args.shape)
     compile_baseline = args.compile or device.type == "cuda"
 
@@ -397,11 +550,13 @@ def _main_rope(argv) -> int:
 
     sweeps = {}
     if not args.no_sweeps:
+        # A quarter of the heads keeps the CPU run short; the cost per element is what counts.
         batch, heads, seq, dim = shape
+        heads = max(1, heads // 4)
         sweeps["seq"] = sweep("seq", [256, 512, 1024, 2048, 4096], device=device, dtype=dtype,
-                              heads=heads, head_dim=dim)
+                              heads=heads, head_dim=dim, repeats=args.repeats)
         sweeps["head_dim"] = sweep("head_dim", [32, 64, 128, 256], device=device, dtype=dtype,
-                                   heads=heads, seq=seq)
+                                   heads=heads, seq=seq, repeats=args.repeats)
         for rows in sweeps.values():
             print()
             print(format_sweep(rows))

@@ -178,8 +178,9 @@ def _cos_sin_for(x, positions, *, base, freqs, rotary_dim):
 def _cached_cos_sin(seq: int, rotary_dim: int, base: float, device, dtype):
     """cos and sin of m·θ_i for m = 0 … seq − 1: ``(seq, rotary_dim/2)`` each, kept for reuse.
 
-    Recomputing them costs as much as a tenth of the rotation itself at (32 heads, 2048, 128).
-    Built as ordinary tensors even under inference_mode so a later autograd call may use them.
+    Without the cache every call (every layer, every step) recomputes seq × d/2 angles and
+    their cos and sin; with it only the first call pays. Built as ordinary tensors even under
+    inference_mode, so a later call that records autograd may use them.
     """
     with torch.inference_mode(False), torch.no_grad():
         freqs = inv_freq(rotary_dim, base, device=device, dtype=dtype)
