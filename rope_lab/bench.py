@@ -524,6 +524,7 @@ def _main_rope(argv) -> int:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--no-sweeps", action="store_true", help="skip length/head-dim sweeps")
+    parser.add_argument("--note", default="", help="a remark stored with --json (conditions)")
     parser.add_argument("--compile", action="store_true",
                         help="also time torch.compile of the HF-style form (default on CUDA)")
     args = parser.parse_args(argv)
@@ -562,7 +563,7 @@ def _main_rope(argv) -> int:
             print(format_sweep(rows))
 
     if args.json:
-        payload = {"provenance": info, "shape": list(shape),
+        payload = {"provenance": info, "note": args.note, "shape": list(shape),
                    "results": [asdict(r) for r in results], "targets": verdicts,
                    "sweeps": sweeps}
         with open(args.json, "w") as handle:

@@ -13,10 +13,10 @@ bring it back to about one read and one write:
 1. interleaved layout: the pairs (2i, 2i + 1) sit next to each other, so they *are* complex
    numbers a + ib, and one complex multiply by e^{i m θ_i} = cos + i·sin does the whole
    rotation, reading x once and writing straight into the output (``out=``).
-2. half layout (and every dtype that needs a conversion): three kernels
-   (out = x·cos, out_a −= b·sin, out_b += a·sin) on one block of rows at a time. A block is
-   small enough to stay in the CPU cache, so main memory sees one read of x and one write
-   of out; the other passes hit the cache.
+2. half layout (and every dtype that needs a conversion): four kernels
+   (out_a = a·cos, out_a −= b·sin, out_b = b·cos, out_b += a·sin) on one block of rows at a
+   time. A block is small enough to stay in the CPU cache, so main memory sees one read of
+   x and one write of out; the other passes hit the cache.
 3. CUDA: one Triton kernel (:mod:`rope_lab._triton_rope`) loads a block of rows, rotates it
    in registers and stores it. Used when Triton is installed; the eager paths run otherwise.
 
@@ -33,7 +33,7 @@ import warnings
 import torch
 
 # Block size for the eager half-layout path: x block + out block should stay in the CPU's
-# L2/L3 cache while the three kernels pass over it (2 MiB of x is two heads of 2048 tokens ×
+# L2/L3 cache while the four kernels pass over it (2 MiB of x is two heads of 2048 tokens ×
 # 128 features in float32). Smaller blocks mean more kernel launches, and each launch waits
 # for every intra-op thread: on a busy machine fewer, larger blocks win.
 BLOCK_BYTES = 2 << 20
@@ -143,21 +143,21 @@ def _rotate_in_blocks(x, cos, sin, layout, out, compute, in_place):
 
 
 def _rotate_block(x, cos, sin, layout, out):
-    """out = R x for one block: a' = a·c − b·s, b' = a·s + b·c, as three in-cache kernels."""
-    # (..., 2, r/2) for "half", (..., r/2, 2) for "interleaved": axis `pair` holds (a, b).
-    pair = -2 if layout == "half" else -1
-    x_pairs, out_pairs = _pairs(x, layout), _pairs(out, layout)
-    torch.mul(x_pairs, cos.unsqueeze(pair), out=out_pairs)  # (a·c, b·c)
-    a, b = x_pairs.unbind(pair)
-    out_a, out_b = out_pairs.unbind(pair)
+    """out = R x for one block: a' = a·c − b·s, b' = a·s + b·c, as four in-cache kernels."""
+    a, b = _pair_views(x, layout)
+    out_a, out_b = _pair_views(out, layout)
+    torch.mul(a, cos, out=out_a)
     out_a.addcmul_(b, sin, value=-1)  # a·c − b·s
+    torch.mul(b, cos, out=out_b)
     out_b.addcmul_(a, sin)  # b·c + a·s
 
 
-def _pairs(t, layout):
-    """View ``(..., r)`` as ``(..., 2, r/2)`` ("half") or ``(..., r/2, 2)`` ("interleaved")."""
-    half = t.shape[-1] // 2
-    return t.unflatten(-1, (2, half) if layout == "half" else (half, 2))
+def _pair_views(t, layout):
+    """The first and the second feature of every pair, as two ``(..., r/2)`` views."""
+    if layout == "half":
+        half = t.shape[-1] // 2
+        return t[..., :half], t[..., half:]
+    return t[..., 0::2], t[..., 1::2]
 
 
 def _blocks(batch: torch.Size, row_bytes: int, block_bytes: int):
