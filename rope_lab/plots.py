@@ -141,7 +141,8 @@ def implementation_bars(results: list, *, layout: str = "half", log: bool = True
     axes.barh(names, values, color=colours)
     axes.axvline(1.0, color=PALETTE[3], linestyle="--", label="copy (clone) = 1")
     for y, value in enumerate(values):
-        axes.annotate(f"{value:.3g}×", (value, y), xytext=(4, 0), textcoords="offset points",
+        label = f"{value:,.0f}×" if value >= 100 else f"{value:.3g}×"
+        axes.annotate(label, (value, y), xytext=(4, 0), textcoords="offset points",
                       va="center", fontsize=10)
     if log:
         axes.set_xscale("log")
@@ -149,7 +150,7 @@ def implementation_bars(results: list, *, layout: str = "half", log: bool = True
     axes.set(title=f"RoPE time relative to a copy ({layout} layout)",
              xlabel="time ÷ time of x.clone() (lower is better)")
     _plain_log_ticks(axes)
-    axes.legend(loc="lower right")
+    axes.legend(loc="upper right")
     return figure
 
 
