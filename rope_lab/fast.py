@@ -41,11 +41,15 @@ BLOCK_BYTES = 2 << 20
 # Devices the eager fast path is written for; others (MPS, XLA …) use the reference.
 _FAST_DEVICES = ("cpu", "cuda")
 
+# torch.compiler.is_compiling appeared in torch 2.3; older versions never report compiling.
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
 
 def can_use_fast_path(x: torch.Tensor, cos: torch.Tensor) -> bool:
     """True when :func:`rotate` may replace the reference for these inputs."""
     return (
-        x.device.type in _FAST_DEVICES
+        not _is_compiling()  # under torch.compile the formula fuses by itself
+        and x.device.type in _FAST_DEVICES
         and x.numel() > 0
         and cos.dtype in (torch.float32, torch.float64)
         and not (torch.is_grad_enabled() and cos.requires_grad)
@@ -102,7 +106,7 @@ def _rotate_into(x, cos, sin, layout, out):
     compute = torch.promote_types(x.dtype, cos.dtype)
     if out is None:
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    in_place = out.data_ptr() == x.data_ptr()
+    in_place = out is x
     if rotary_dim < x.shape[-1] and not in_place:
         out[..., rotary_dim:].copy_(x[..., rotary_dim:])  # partial rotary: the tail passes
     x_rot, out_rot = x[..., :rotary_dim], out[..., :rotary_dim]

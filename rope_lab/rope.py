@@ -191,8 +191,9 @@ def _cached_cos_sin(seq: int, rotary_dim: int, base: float, device, dtype):
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
     """Rotate the first 2·cos.shape[-1] features of x: the fast path when it applies.
 
-    :mod:`rope_lab.fast` computes exactly :func:`rotate_reference` (the tests check it) with
-    fewer passes over memory; other devices and differentiable cos/sin use the reference.
+    :mod:`rope_lab.fast` computes what :func:`rotate_reference` computes, to float rounding
+    (the tests check it), in fewer passes over memory; other devices, differentiable cos/sin
+    and code being traced by torch.compile use the reference.
     """
     if fast.can_use_fast_path(x, cos):
         return fast.rotate(x, cos, sin, layout)
