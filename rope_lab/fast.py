@@ -131,7 +131,9 @@ def _rotate_in_blocks(x, cos, sin, layout, out, compute, in_place):
     # kernels read a after writing out_a); otherwise rotate into a scratch block first.
     direct = out.dtype == compute and not in_place
     row_bytes = x.shape[-1] * compute.itemsize
-    blocks = list(_blocks(batch, row_bytes, BLOCK_BYTES))
+    # On a GPU (no Triton) blocks would only add kernel launches: one block, four kernels.
+    block_bytes = BLOCK_BYTES if x.device.type == "cpu" else math.inf
+    blocks = list(_blocks(batch, row_bytes, block_bytes))
     scratch = None
     if not direct:
         biggest = x[blocks[0]].shape
