@@ -20,6 +20,7 @@ import datetime
 import io
 import json
 import platform
+import shlex
 import statistics
 import sys
 import time
@@ -375,7 +376,7 @@ def provenance(device, dtype) -> dict:
         "rope_lab": rl.__version__,
         "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"),
-        "command": "python -m rope_lab.bench " + " ".join(sys.argv[1:]),
+        "command": "python -m rope_lab.bench " + shlex.join(sys.argv[1:]),
     }
 
 

@@ -105,6 +105,10 @@ def roofline(peak_gflops: float, bandwidth_gb_s: float, points: dict | None = No
     axes.axvline(ridge, color=PALETTE[7], linestyle=":", linewidth=1)
     axes.annotate(f"ridge {ridge:.3g} FLOP/byte", (ridge, peak_gflops / 30), rotation=90,
                   ha="right", va="bottom", fontsize=10)
+    axes.annotate(f"peak {peak_gflops:.3g} GFLOP/s", (intensity[-1], peak_gflops),
+                  xytext=(0, 4), textcoords="offset points", ha="right", fontsize=10)
+    axes.annotate(f"memory {bandwidth_gb_s:.3g} GB/s", (0.02, 0.02 * bandwidth_gb_s),
+                  xytext=(0, 6), textcoords="offset points", fontsize=10)
     for colour, (label, (x, y)) in zip(PALETTE, (points or {}).items(), strict=False):
         axes.loglog([x], [y], "o", markersize=9, color=colour, label=label)
     axes.set(title="Roofline: RoPE sits on the memory slope",
