@@ -13,14 +13,15 @@ bring it back to about one read and one write:
 1. interleaved layout: the pairs (2i, 2i + 1) sit next to each other, so they *are* complex
    numbers a + ib, and one complex multiply by e^{i m θ_i} = cos + i·sin does the whole
    rotation, reading x once and writing straight into the output (``out=``).
-2. half layout (and every dtype that needs a conversion): four kernels
-   (out_a = a·cos, out_a −= b·sin, out_b = b·cos, out_b += a·sin) on one block of rows at a
-   time. A block is small enough to stay in the CPU cache, so main memory sees one read of
-   x and one write of out; the other passes hit the cache.
+2. half layout (and every dtype that needs a conversion): three kernels
+   (out = x·cos, out_a −= b·sin, out_b += a·sin) on one block of rows at a time. A block is
+   small enough to stay in the CPU cache, so main memory sees one read of x and one write
+   of out; the other passes hit the cache.
 3. CUDA: one Triton kernel (:mod:`rope_lab._triton_rope`) loads a block of rows, rotates it
    in registers and stores it. Used when Triton is installed; the eager paths run otherwise.
 
-No extra memory: the output, the caller's cos/sin, and at most one cache-sized scratch block.
+No extra memory: the output, the cos/sin tables (and cos repeated to the full width, built
+once per table), and at most one cache-sized scratch block.
 Autograd works: the backward of a rotation by m·θ is the rotation by −m·θ (sin → −sin).
 """
 
@@ -29,11 +30,12 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
+import weakref
 
 import torch
 
 # Block size for the eager half-layout path: x block + out block should stay in the CPU's
-# L2/L3 cache while the four kernels pass over it (2 MiB of x is two heads of 2048 tokens ×
+# L2/L3 cache while the three kernels pass over it (2 MiB of x is two heads of 2048 tokens ×
 # 128 features in float32). Smaller blocks mean more kernel launches, and each launch waits
 # for every intra-op thread: on a busy machine fewer, larger blocks win.
 BLOCK_BYTES = 2 << 20
@@ -126,12 +128,13 @@ def _rotate_in_blocks(x, cos, sin, layout, out, compute, in_place):
     """Cut x into cache-sized blocks of rows and rotate each with a few in-cache kernels."""
     half = cos.shape[-1]
     batch = x.shape[:-1]
-    cos, sin = cos.expand(*batch, half), sin.expand(*batch, half)
+    cos_both = _cos_for_both(cos, layout).expand(*batch, 2 * half)
+    sin = sin.expand(*batch, half)
     # Write straight into out when it has the compute dtype and is not x itself (the
     # kernels read a after writing out_a); otherwise rotate into a scratch block first.
     direct = out.dtype == compute and not in_place
     row_bytes = x.shape[-1] * compute.itemsize
-    # On a GPU (no Triton) blocks would only add kernel launches: one block, four kernels.
+    # On a GPU (no Triton) blocks would only add kernel launches: one block, three kernels.
     block_bytes = BLOCK_BYTES if x.device.type == "cpu" else math.inf
     blocks = list(_blocks(batch, row_bytes, block_bytes))
     scratch = None
@@ -141,21 +144,46 @@ def _rotate_in_blocks(x, cos, sin, layout, out, compute, in_place):
     for index in blocks:
         x_block, out_block = x[index], out[index]
         if direct:
-            _rotate_block(x_block, cos[index], sin[index], layout, out_block)
+            _rotate_block(x_block, cos_both[index], sin[index], layout, out_block)
         else:
             target = scratch[tuple(slice(0, n) for n in x_block.shape)]
-            _rotate_block(x_block, cos[index], sin[index], layout, target)
+            _rotate_block(x_block, cos_both[index], sin[index], layout, target)
             out_block.copy_(target)  # the single rounding to out's dtype
 
 
-def _rotate_block(x, cos, sin, layout, out):
-    """out = R x for one block: a' = a·c − b·s, b' = a·s + b·c, as four in-cache kernels."""
+def _rotate_block(x, cos_both, sin, layout, out):
+    """out = R x for one block: a' = a·c − b·s, b' = a·s + b·c, as three in-cache kernels.
+
+    cos_both: cos repeated to the width of x in the pairs' layout, so that the first kernel
+    (out = x·cos for every feature) is one plain multiply over contiguous rows.
+    """
+    torch.mul(x, cos_both, out=out)  # (a·c, b·c)
     a, b = _pair_views(x, layout)
     out_a, out_b = _pair_views(out, layout)
-    torch.mul(a, cos, out=out_a)
     out_a.addcmul_(b, sin, value=-1)  # a·c − b·s
-    torch.mul(b, cos, out=out_b)
     out_b.addcmul_(a, sin)  # b·c + a·s
+
+
+# id(cos) → (weak reference to cos, its version, the repeated table). The cached tables of
+# apply_rope come back as the same tensor on every call, so the repeat is built once.
+_cos_for_both_cache: dict = {}
+
+
+def _cos_for_both(cos: torch.Tensor, layout: str) -> torch.Tensor:
+    """cos at every feature: (c_0 … c_{r/2−1}, c_0 … c_{r/2−1}) for "half", (c_0, c_0, c_1, c_1,
+    …) for "interleaved"; ``(..., seq, r)``."""
+    key = (id(cos), layout)
+    entry = _cos_for_both_cache.get(key)
+    if entry is not None and entry[0]() is cos and entry[1] == cos._version:
+        return entry[2]
+    if layout == "half":
+        both = torch.cat((cos, cos), dim=-1)
+    else:
+        both = cos.repeat_interleave(2, dim=-1)
+    if len(_cos_for_both_cache) >= 16:
+        _cos_for_both_cache.clear()
+    _cos_for_both_cache[key] = (weakref.ref(cos), cos._version, both)
+    return both
 
 
 def _pair_views(t, layout):

@@ -236,3 +236,13 @@ def test_triton_kernel_in_interpreter():
     result = subprocess.run([sys.executable, "-c", _INTERPRETER_CHECK], env=environment,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+
+
+def test_repeated_cos_table_is_built_once_and_follows_its_source():
+    cos = torch.rand(5, 4)
+    first = fast._cos_for_both(cos, "half")
+    assert fast._cos_for_both(cos, "half") is first
+    cos.mul_(2)  # a changed table must not be served from the cache
+    torch.testing.assert_close(fast._cos_for_both(cos, "half"), torch.cat((cos, cos), -1))
+    torch.testing.assert_close(fast._cos_for_both(cos, "interleaved"),
+                               cos.repeat_interleave(2, dim=-1))
