@@ -117,8 +117,7 @@ def _rotate_into(x, cos, sin, layout, out):
         return out
     if layout == "interleaved" and x.dtype == compute and _complex_view_ok(x_rot, out_rot):
         # Pairs (2i, 2i+1) are adjacent: view them as complex numbers, one multiply.
-        rotation = torch.complex(cos, sin)  # e^{i m θ_i}, (..., seq, r/2)
-        torch.mul(_as_complex(x_rot), rotation, out=_as_complex(out_rot))
+        torch.mul(_as_complex(x_rot), _rotation(cos, sin), out=_as_complex(out_rot))
         return out
     _rotate_in_blocks(x_rot, cos, sin, layout, out_rot, compute, in_place)
     return out
@@ -164,26 +163,43 @@ def _rotate_block(x, cos_both, sin, layout, out):
     out_b.addcmul_(a, sin)  # b·c + a·s
 
 
-# id(cos) → (weak reference to cos, its version, the repeated table). The cached tables of
-# apply_rope come back as the same tensor on every call, so the repeat is built once.
-_cos_for_both_cache: dict = {}
+# Tables derived from cos/sin (cos repeated to full width, e^{imθ} as complex numbers), by
+# the ids of their sources. The cached tables of apply_rope come back as the same tensors on
+# every call, so each derived table is built once; weak references and version counters make
+# sure a freed or modified source is never served stale.
+_derived_cache: dict = {}
+
+
+def _derived(kind: str, build, *sources: torch.Tensor) -> torch.Tensor:
+    key = (kind, *(id(t) for t in sources))
+    entry = _derived_cache.get(key)
+    if entry is not None and all(
+        ref() is t and version == t._version
+        for (ref, version), t in zip(entry[0], sources, strict=True)
+    ):
+        return entry[1]
+    table = build(*sources)
+    if len(_derived_cache) >= 32:
+        _derived_cache.clear()
+
+    def forget(_, key=key):  # a source died: its derived table goes with it
+        _derived_cache.pop(key, None)
+
+    _derived_cache[key] = ([(weakref.ref(t, forget), t._version) for t in sources], table)
+    return table
 
 
 def _cos_for_both(cos: torch.Tensor, layout: str) -> torch.Tensor:
     """cos at every feature: (c_0 … c_{r/2−1}, c_0 … c_{r/2−1}) for "half", (c_0, c_0, c_1, c_1,
     …) for "interleaved"; ``(..., seq, r)``."""
-    key = (id(cos), layout)
-    entry = _cos_for_both_cache.get(key)
-    if entry is not None and entry[0]() is cos and entry[1] == cos._version:
-        return entry[2]
     if layout == "half":
-        both = torch.cat((cos, cos), dim=-1)
-    else:
-        both = cos.repeat_interleave(2, dim=-1)
-    if len(_cos_for_both_cache) >= 16:
-        _cos_for_both_cache.clear()
-    _cos_for_both_cache[key] = (weakref.ref(cos), cos._version, both)
-    return both
+        return _derived("half", lambda c: torch.cat((c, c), dim=-1), cos)
+    return _derived("interleaved", lambda c: c.repeat_interleave(2, dim=-1), cos)
+
+
+def _rotation(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """e^{i m θ_i} = cos + i·sin as a complex tensor ``(..., seq, r/2)``."""
+    return _derived("complex", torch.complex, cos, sin)
 
 
 def _pair_views(t, layout):

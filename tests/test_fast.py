@@ -246,3 +246,12 @@ def test_repeated_cos_table_is_built_once_and_follows_its_source():
     torch.testing.assert_close(fast._cos_for_both(cos, "half"), torch.cat((cos, cos), -1))
     torch.testing.assert_close(fast._cos_for_both(cos, "interleaved"),
                                cos.repeat_interleave(2, dim=-1))
+
+
+def test_derived_tables_are_dropped_with_their_source():
+    cos, sin = torch.rand(3, 2), torch.rand(3, 2)
+    fast._rotation(cos, sin)
+    key = ("complex", id(cos), id(sin))
+    assert key in fast._derived_cache
+    del cos
+    assert key not in fast._derived_cache
