@@ -140,7 +140,8 @@ def implementation_bars(results: list, *, layout: str = "half", log: bool = True
     figure, axes = new_figure(width=8.0, height=0.45 * len(rows) + 1.4)
     names = [r["name"] for r in rows]
     values = [r["times_clone"] for r in rows]
-    colours = [PALETTE[7] if n == "clone" else PALETTE[2] if "default" in n or "in place" in n
+    yardsticks = ("clone", "copy_ into a buffer")
+    colours = [PALETTE[7] if n in yardsticks else PALETTE[2] if "default" in n or "in place" in n
                else PALETTE[0] for n in names]
     axes.barh(names, values, color=colours)
     axes.axvline(1.0, color=PALETTE[3], linestyle="--", label="copy (clone) = 1")
