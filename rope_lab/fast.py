@@ -130,11 +130,12 @@ def _rotate_in_blocks(x, cos, sin, layout, out, compute, in_place):
     batch = x.shape[:-1]
     cos_both = _cos_for_both(cos, layout).expand(*batch, 2 * half)
     sin = sin.expand(*batch, half)
-    # Write straight into out when it has the compute dtype and is not x itself (the
-    # kernels read a after writing out_a); otherwise rotate into a scratch block first.
+    # Write straight into out when it has the compute dtype and is not x itself (the first
+    # kernel writes x·cos before the others read x); otherwise go through a scratch block.
     direct = out.dtype == compute and not in_place
     row_bytes = x.shape[-1] * compute.itemsize
-    block_bytes = BLOCK_BYTES if _blocking_pays(x) else math.inf
+    # A scratch block must stay small ("no extra memory"), so those paths always use blocks.
+    block_bytes = BLOCK_BYTES if not direct or _blocking_pays(x) else math.inf
     blocks = list(_blocks(batch, row_bytes, block_bytes))
     scratch = None
     if not direct:
