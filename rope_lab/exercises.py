@@ -556,3 +556,61 @@ def check_minimum_base(minimum_base) -> bool:
 # --- 08 RoPE beyond 1D --------------------------------------------------------------------
 
 # --- 09 performance -----------------------------------------------------------------------
+
+
+def check_rope_bytes(rope_bytes) -> bool:
+    """09.1 — bytes RoPE moves for one tensor: ``rope_bytes(batch, heads, seq, head_dim,
+    bytes_per_element)`` = read x + write the result (cos/sin tables left out)."""
+    from rope_lab import bench
+
+    title = "bytes moved by RoPE"
+    for shape, width in (((1, 32, 2048, 128), 4), ((2, 8, 100, 64), 2), ((1, 1, 1, 2), 8)):
+        answer, failure = call_learner(rope_bytes, *shape, width)
+        if failure:
+            return report("09.1", title, failure)
+        expected = bench.rope_traffic(*shape, bytes_per_element=width)["tensor_bytes"]
+        if answer is None or float(answer) != expected:
+            hint = " (did you count the write as well as the read?)" \
+                if answer is not None and float(answer) * 2 == expected else ""
+            return report("09.1", title,
+                          f"for shape {shape} with {width}-byte elements expected {expected} "
+                          f"bytes, got {answer}{hint}")
+    return report("09.1", title, None)
+
+
+def check_attainable(attainable) -> bool:
+    """09.2 — the roofline: ``attainable(intensity, peak_gflops, bandwidth_gb_s)`` in GFLOP/s."""
+    from rope_lab import bench
+
+    title = "the roofline"
+    for args in ((0.375, 1000.0, 50.0), (100.0, 1000.0, 50.0), (20.0, 1000.0, 50.0),
+                 (0.1, 60_000.0, 3000.0)):
+        answer, failure = call_learner(attainable, *args)
+        if failure:
+            return report("09.2", title, failure)
+        expected = bench.attainable_gflops(*args)
+        if answer is None or abs(float(answer) - expected) > 1e-9 * max(1.0, expected):
+            return report("09.2", title,
+                          f"for intensity {args[0]} FLOP/byte, peak {args[1]:g} GFLOP/s and "
+                          f"{args[2]:g} GB/s expected {expected:g} GFLOP/s, got {answer}")
+    return report("09.2", title, None)
+
+
+def check_complex_rope(complex_rope) -> bool:
+    """09.3 — one-pass interleaved RoPE: ``complex_rope(x, cos, sin)`` for x ``(..., seq, d)``
+    float32 and cos, sin ``(seq, d/2)``, equal to ``apply_rope(x, layout="interleaved")``."""
+    from rope_lab import rope
+
+    title = "interleaved RoPE as one complex multiply"
+    generator = torch.Generator().manual_seed(9)
+    for shape in ((5, 8), (2, 3, 7, 16)):
+        x = torch.randn(*shape, generator=generator)
+        freqs = rope.inv_freq(shape[-1])
+        angles = rope.rope_angles(torch.arange(shape[-2]), freqs)
+        cos, sin = angles.cos(), angles.sin()
+        answer, failure = call_learner(complex_rope, x.clone(), cos, sin)
+        failure = failure or compare(answer, rope.rotate_reference(x, cos, sin, "interleaved"),
+                                     atol=1e-5, what=f"x of shape {shape}")
+        if failure:
+            return report("09.3", title, failure)
+    return report("09.3", title, None)

@@ -18,10 +18,12 @@ Both give the same scores; they differ by a fixed permutation of features.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
-from rope_lab import _validate
+from rope_lab import _validate, fast
 
 DEFAULT_BASE = 10000.0
 
@@ -125,11 +127,42 @@ def apply_rope(
     return _rotate(x, cos, sin, layout)
 
 
+def apply_rope_(
+    x: torch.Tensor,
+    positions=None,
+    *,
+    base: float = DEFAULT_BASE,
+    inv_freq: torch.Tensor | None = None,
+    layout: str = "half",
+    rotary_dim: int | None = None,
+) -> torch.Tensor:
+    """In-place :func:`apply_rope`: overwrite ``x`` with its rotation and return it.
+
+    Same arguments and result as :func:`apply_rope`, without allocating an output: the
+    cheapest way to rotate a tensor you no longer need unrotated (a fresh q or k).
+    Not for tensors that require grad (autograd needs the unrotated values).
+    """
+    _validate.check_rope_input(x)
+    if torch.is_grad_enabled() and x.requires_grad:
+        raise ValueError(
+            "apply_rope_ rotates x in place, but x requires grad; use apply_rope(x) instead"
+        )
+    _validate.check_layout(layout)
+    rotary_dim = _validate.check_rotary_dim(rotary_dim, x.shape[-1])
+    cos, sin = _cos_sin_for(x, positions, base=base, freqs=inv_freq, rotary_dim=rotary_dim)
+    if fast.can_use_fast_path(x, cos):
+        return fast.rotate(x, cos, sin, layout, out=x)
+    return x.copy_(rotate_reference(x, cos, sin, layout))
+
+
 def _cos_sin_for(x, positions, *, base, freqs, rotary_dim):
     """Validate positions and frequencies for ``x``; return cos and sin of m·θ_i."""
     if freqs is None:
         wide = x.dtype == torch.float64
         dtype = torch.float64 if wide else torch.float32
+        if positions is None:  # the common call: positions 0 … seq − 1, from a small cache
+            base = _validate.check_base(base)
+            return _cached_cos_sin(x.shape[-2], rotary_dim, base, x.device, dtype)
         freqs = inv_freq(rotary_dim, base, device=x.device, dtype=dtype)
     else:
         if base != DEFAULT_BASE:
@@ -141,9 +174,38 @@ def _cos_sin_for(x, positions, *, base, freqs, rotary_dim):
     return angles.cos(), angles.sin()
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
-    """Rotate the first 2·cos.shape[-1] features of x; trusts its inputs.
+@functools.lru_cache(maxsize=16)
+def _cached_cos_sin(seq: int, rotary_dim: int, base: float, device, dtype):
+    """cos and sin of m·θ_i for m = 0 … seq − 1: ``(seq, rotary_dim/2)`` each, kept for reuse.
 
+    Without the cache every call (every layer, every step) recomputes seq × d/2 angles and
+    their cos and sin; with it only the first call pays. Built as ordinary tensors even under
+    inference_mode, so a later call that records autograd may use them.
+    """
+    with torch.inference_mode(False), torch.no_grad():
+        freqs = inv_freq(rotary_dim, base, device=device, dtype=dtype)
+        angles = rope_angles(torch.arange(seq, device=device), freqs)
+        return angles.cos(), angles.sin()
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """Rotate the first 2·cos.shape[-1] features of x: the fast path when it applies.
+
+    :mod:`rope_lab.fast` computes what :func:`rotate_reference` computes, to float rounding
+    (the tests check it), in fewer passes over memory; other devices, differentiable cos/sin
+    and code being traced by torch.compile use the reference.
+    """
+    if fast.can_use_fast_path(x, cos):
+        return fast.rotate(x, cos, sin, layout)
+    return rotate_reference(x, cos, sin, layout)
+
+
+def rotate_reference(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str
+) -> torch.Tensor:
+    """The formula as written, the reference every fast path is tested against.
+
+    Rotates the first 2·cos.shape[-1] features of x and passes the rest; trusts its inputs.
     cos, sin: ``(..., seq, r/2)`` in float32 or float64, broadcasting against x.
     """
     half = cos.shape[-1]

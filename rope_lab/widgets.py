@@ -199,3 +199,32 @@ def decay_panel():
 # --- 07 linear attention ------------------------------------------------------------------
 
 # --- 08 RoPE beyond 1D --------------------------------------------------------------------
+
+# --- 09 performance -----------------------------------------------------------------------
+
+
+@register
+def roofline_panel():
+    """Move the machine's bandwidth and peak: where do RoPE and a matmul land?"""
+    from rope_lab import bench
+
+    def draw(bandwidth_gb_s, peak_gflops, seq, bytes_per_element):
+        rope = bench.rope_traffic(1, 32, seq, 128, bytes_per_element=bytes_per_element)
+        # A (seq × 128) @ (128 × seq) score matmul per head: 2·L²·d FLOPs over 2·L·d + L²
+        # elements moved.
+        matmul = 2 * seq * seq * 128 / ((2 * seq * 128 + seq * seq) * bytes_per_element)
+        points = {
+            "RoPE": (rope["intensity"], bench.attainable_gflops(
+                rope["intensity"], peak_gflops, bandwidth_gb_s)),
+            "scores q kᵀ": (matmul, bench.attainable_gflops(matmul, peak_gflops,
+                                                           bandwidth_gb_s)),
+        }
+        return plots.roofline(peak_gflops, bandwidth_gb_s, points)
+
+    return Panel(draw, {
+        "bandwidth_gb_s": slider("log", "bandwidth (GB/s)", 50.0, 1, 3.5),
+        "peak_gflops": slider("log", "peak (GFLOP/s)", 1000.0, 2, 6),
+        "seq": slider("int", "sequence length L", 2048, 128, 8192, step=128),
+        "bytes_per_element": dropdown("bytes per element", [("float32", 4), ("bfloat16", 2)],
+                                      value=4),
+    }, height="420px")

@@ -1,0 +1,604 @@
+"""Benchmarks: how fast is RoPE next to a plain copy, and how fast do the panels redraw?
+
+    python -m rope_lab.bench [--device cpu|cuda] [--dtype float32|bfloat16] [--json PATH]
+    python -m rope_lab.bench widgets [--json PATH]
+
+RoPE reads every element of q (or k) once and writes it once, with about 3 FLOPs per
+element: memory-bound. So every implementation is timed next to ``x.clone()`` on the same
+tensor, in the same process, interleaved round-robin (a neighbour's load slows both alike).
+GB/s counts the bytes of x read plus the bytes written; the cos/sin tables (a few percent,
+and reused by every layer) are not counted.
+
+Timing: warm-up calls, then the median of repeats; CUDA events on a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import io
+import json
+import platform
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+import rope_lab as rl
+from rope_lab import fast, rope
+
+# The issue's reference shape: batch 1, 32 heads, 2048 tokens, head dim 128 (32 MiB float32).
+DEFAULT_SHAPE = (1, 32, 2048, 128)
+# The dense form builds a (dim × dim) matrix per token: timed on this many tokens, scaled up.
+DENSE_TOKENS = 128
+
+
+@dataclass
+class Result:
+    name: str
+    layout: str
+    ms: float
+    gb_per_s: float
+    times_clone: float
+    note: str = ""
+
+
+# --- timing -----------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def cpu_threads(count: int):
+    """Run the block with ``count`` torch CPU threads, then restore the previous number.
+
+    One thread gives steadier numbers on a shared machine: a multi-threaded kernel waits for
+    its slowest thread, and a busy neighbour can stall that thread for a whole time slice.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def time_round_robin(functions: dict, *, device, warmup: int = 2, repeats: int = 7) -> dict:
+    """Median seconds per call of each function, measured in turns so load hits all alike."""
+    device = torch.device(device)
+    for function in functions.values():
+        for _ in range(warmup):
+            function()
+    samples = {name: [] for name in functions}
+    for _ in range(repeats):
+        for name, function in functions.items():
+            samples[name].append(_time_once(function, device))
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def _time_once(function, device) -> float:
+    if device.type == "cuda":
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        function()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+# --- the implementations ----------------------------------------------------------------------
+
+def hf_style_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's eager ``apply_rotary_pos_emb`` for one tensor: x·cos + rotate_half(x)·sin.
+
+    cos, sin: ``(seq, dim)`` — the angles concatenated with themselves, as HF caches them.
+    """
+    return x * cos + rl.rotate_half(x) * sin
+
+
+def hf_tables(seq: int, dim: int, *, device, dtype=torch.float32):
+    """HF's cos/sin: ``(seq, dim)`` = cat(angles, angles), in x's dtype as HF casts them."""
+    angles = rl.rope_angles(torch.arange(seq, device=device), rl.inv_freq(dim, device=device))
+    doubled = torch.cat((angles, angles), dim=-1)
+    return doubled.cos().to(dtype), doubled.sin().to(dtype)
+
+
+def implementations(x: torch.Tensor, layout: str, *, compile_baseline: bool = False) -> dict:
+    """name → zero-argument callable rotating x (or copying it, for "clone")."""
+    seq, dim = x.shape[-2], x.shape[-1]
+    cos, sin = rope._cached_cos_sin(seq, dim, rope.DEFAULT_BASE, x.device, torch.float32)
+    hf_cos, hf_sin = hf_tables(seq, dim, device=x.device, dtype=x.dtype)
+    scratch, buffer = x.clone(), torch.empty_like(x)
+    functions = {
+        "clone": lambda: x.clone(),
+        # The same bytes without allocating: the floor for a path that reuses its output.
+        "copy_ into a buffer": lambda: buffer.copy_(x),
+        "apply_rope (default)": lambda: rl.apply_rope(x, layout=layout),
+        "apply_rope_ (in place)": lambda: rope.apply_rope_(scratch, layout=layout),
+        "reference formula (eager)": lambda: rope.rotate_reference(x, cos, sin, layout),
+        "HF-style eager rotate_half": lambda: hf_style_rope(x, hf_cos, hf_sin),
+    }
+    if layout == "half":
+        functions["package rotate_half"] = lambda: rl.apply_rope_rotate_half(x)
+    else:
+        functions["package interleaved"] = lambda: rl.apply_rope_interleaved(x)
+        functions["package complex"] = lambda: rl.apply_rope_complex(x)
+    if compile_baseline:
+        # Inductor fuses each formula into one kernel (C++ on CPU, Triton on CUDA); the first
+        # call compiles (tens of seconds on a CPU), which the warm-up absorbs.
+        compiled_hf = torch.compile(hf_style_rope, dynamic=False)
+        compiled_reference = torch.compile(rope.rotate_reference, dynamic=False)
+        functions["torch.compile(HF-style)"] = lambda: compiled_hf(x, hf_cos, hf_sin)
+        functions["torch.compile(reference)"] = lambda: compiled_reference(x, cos, sin, layout)
+    return functions
+
+
+def run_benchmark(
+    shape=DEFAULT_SHAPE,
+    *,
+    device="cpu",
+    dtype=torch.float32,
+    layouts=("half", "interleaved"),
+    repeats: int = 7,
+    warmup: int = 2,
+    compile_baseline: bool = False,
+    dense: bool = True,
+) -> list[Result]:
+    """Time every implementation at ``shape`` for each layout; one Result per (name, layout)."""
+    device = torch.device(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(shape, generator=generator, device=device, dtype=torch.float32).to(dtype)
+    moved = 2 * x.numel() * x.element_size()  # read x, write the result
+    results = []
+    for layout in layouts:
+        functions = implementations(x, layout, compile_baseline=compile_baseline)
+        seconds = time_round_robin(functions, device=device, warmup=warmup, repeats=repeats)
+        for name, s in seconds.items():
+            note = ""
+            if name == "apply_rope (default)":
+                note = _default_path_name(x, layout)
+            results.append(Result(name, layout, s * 1e3, moved / s / 1e9,
+                                  s / seconds["clone"], note))
+        if dense:
+            results.append(_dense_result(x, layout, seconds["clone"], device, repeats))
+    return results
+
+
+def _default_path_name(x, layout) -> str:
+    if x.is_cuda and fast.triton_available() and x.dtype != torch.float64:
+        return "Triton kernel"
+    if layout == "interleaved" and x.dtype in (torch.float32, torch.float64):
+        return "one complex multiply"
+    if x.dtype == torch.float32 and not fast._blocking_pays(x):
+        return "three whole-tensor kernels"
+    return "three kernels per cache-sized block"
+
+
+def _dense_result(x, layout, clone_seconds, device, repeats) -> Result:
+    """The d×d matrix form, timed on DENSE_TOKENS tokens and scaled to the full length."""
+    tokens = min(DENSE_TOKENS, x.shape[-2])
+    part = x[..., :tokens, :]
+    seconds = time_round_robin(
+        {"dense": lambda: rl.apply_rope_dense(part, layout=layout)},
+        device=device, warmup=1, repeats=max(3, repeats // 2),
+    )["dense"] * x.shape[-2] / tokens
+    moved = 2 * x.numel() * x.element_size()
+    note = f"timed on {tokens} tokens, scaled ×{x.shape[-2] / tokens:g} (cost is linear in L)"
+    return Result("dense matrix R_m x", layout, seconds * 1e3, moved / seconds / 1e9,
+                  seconds / clone_seconds, note)
+
+
+def sweep(
+    parameter: str,
+    values,
+    *,
+    device="cpu",
+    dtype=torch.float32,
+    heads: int = 32,
+    seq: int = 2048,
+    head_dim: int = 128,
+    layout: str = "half",
+    repeats: int = 5,
+) -> list[dict]:
+    """Default apply_rope and clone versus ``parameter`` ("seq" or "head_dim")."""
+    rows = []
+    for value in values:
+        sizes = {"seq": seq, "head_dim": head_dim, parameter: value}
+        x = torch.randn(1, heads, sizes["seq"], sizes["head_dim"], device=device).to(dtype)
+        seconds = time_round_robin(
+            {"clone": lambda x=x: x.clone(),
+             "apply_rope": lambda x=x: rl.apply_rope(x, layout=layout),
+             "reference": lambda x=x: _reference(x, layout)},
+            device=device, repeats=repeats, warmup=1,
+        )
+        rows.append({parameter: value, "elements": x.numel(),
+                     **{f"{name}_ms": s * 1e3 for name, s in seconds.items()}})
+    return rows
+
+
+def _reference(x, layout):
+    cos, sin = rope._cached_cos_sin(x.shape[-2], x.shape[-1], rope.DEFAULT_BASE, x.device,
+                                    torch.float32)
+    return rope.rotate_reference(x, cos, sin, layout)
+
+
+# --- counting: bytes, FLOPs, the roofline ----------------------------------------------------
+
+def rope_traffic(batch: int, heads: int, seq: int, head_dim: int, *,
+                 bytes_per_element: int = 4) -> dict:
+    """Bytes moved and FLOPs done by RoPE on one ``(batch, heads, seq, head_dim)`` tensor.
+
+    Each pair (a, b) costs 4 multiplies and 2 adds (a·c − b·s, a·s + b·c): 3 FLOPs per
+    element. Each element is read once and written once; the cos and sin tables
+    (seq × d/2 float32 each) are read too, but are shared by every head and batch row.
+    """
+    elements = batch * heads * seq * head_dim
+    tensor_bytes = 2 * elements * bytes_per_element
+    table_bytes = 2 * seq * (head_dim // 2) * 4
+    flops = 3 * elements
+    return {"elements": elements, "tensor_bytes": tensor_bytes, "table_bytes": table_bytes,
+            "flops": flops, "intensity": flops / (tensor_bytes + table_bytes)}
+
+
+def attainable_gflops(intensity: float, peak_gflops: float, bandwidth_gb_s: float) -> float:
+    """The roofline: min(peak compute, intensity × memory bandwidth), in GFLOP/s."""
+    return min(peak_gflops, intensity * bandwidth_gb_s)
+
+
+def layer_flops(seq: int, d_model: int, *, ffn_multiplier: int = 4) -> dict:
+    """FLOPs of one transformer layer's parts on ``seq`` tokens (heads × head_dim = d_model).
+
+    A matmul of (n × k) by (k × m) costs 2·n·k·m FLOPs.
+    """
+    return {
+        "q, k, v, o projections": 4 * 2 * seq * d_model * d_model,
+        "RoPE on q and k": 2 * 3 * seq * d_model,
+        "scores q kᵀ": 2 * seq * seq * d_model,
+        "softmax": 5 * seq * seq * (d_model // 64),  # ~5 FLOPs per score, heads of 64
+        "weights × v": 2 * seq * seq * d_model,
+        "MLP": 2 * 2 * seq * d_model * ffn_multiplier * d_model,
+    }
+
+
+def measure_layer(seq: int = 512, d_model: int = 512, heads: int = 8, *, device="cpu",
+                  repeats: int = 5) -> dict:
+    """Measured seconds of the parts of one attention + MLP layer (no batching, float32)."""
+    device = torch.device(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator, device=device) / shape[-1] ** 0.5
+
+    tokens = randn(seq, d_model)
+    w_qkvo, w_up, w_down = randn(4, d_model, d_model), randn(d_model, 4 * d_model), randn(
+        4 * d_model, d_model)
+    head_dim = d_model // heads
+    q, k, v = (randn(heads, seq, head_dim) for _ in range(3))
+    scores = q @ k.transpose(-1, -2)
+    weights = scores.softmax(-1)
+    functions = {
+        "q, k, v, o projections": lambda: [tokens @ w for w in w_qkvo],
+        "RoPE on q and k": lambda: (rl.apply_rope(q), rl.apply_rope(k)),
+        "scores q kᵀ": lambda: q @ k.transpose(-1, -2),
+        "softmax": lambda: scores.softmax(-1),
+        "weights × v": lambda: weights @ v,
+        "MLP": lambda: torch.relu(tokens @ w_up) @ w_down,
+    }
+    return time_round_robin(functions, device=device, repeats=repeats, warmup=1)
+
+
+def machine_roofline(*, device="cpu", megabytes: int = 64, matmul_size: int = 512,
+                     repeats: int = 5) -> dict:
+    """This machine's two roofs, measured: copy bandwidth (GB/s) and matmul GFLOP/s.
+
+    Bandwidth: ``out.copy_(x)`` into a preallocated tensor (read + write, no page faults).
+    Peak: a square float32 matmul, a fair stand-in for what the compute units can do.
+    """
+    device = torch.device(device)
+    x = torch.randn(megabytes * 2**18, device=device)
+    out = torch.empty_like(x)
+    a = torch.randn(matmul_size, matmul_size, device=device)
+    seconds = time_round_robin({"copy": lambda: out.copy_(x), "matmul": lambda: a @ a},
+                               device=device, repeats=repeats)
+    return {"bandwidth_gb_s": 2 * x.numel() * 4 / seconds["copy"] / 1e9,
+            "peak_gflops": 2 * matmul_size**3 / seconds["matmul"] / 1e9}
+
+
+_ALLOCATIONS = {"empty", "empty_like", "empty_strided", "detach", "lift_fresh"}
+
+
+def count_kernels(function, *args, **kwargs) -> dict:
+    """The aten kernels ``function`` runs and the bytes they write (views and allocations
+    aside): a count that does not depend on the machine or its load.
+
+    Returns {"kernels": n, "bytes_written": b, "names": [...]}.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names, self.bytes_written = [], 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            name = func.overloadpacket.__name__
+            outputs = result if isinstance(result, (tuple, list)) else [result]
+            tensors = [t for t in outputs if isinstance(t, torch.Tensor)]
+            if tensors and not func.is_view and name not in _ALLOCATIONS:
+                self.names.append(name)
+                self.bytes_written += sum(t.numel() * t.element_size() for t in tensors)
+            return result
+
+    with Recorder() as recorder:
+        function(*args, **kwargs)
+    return {"kernels": len(recorder.names), "bytes_written": recorder.bytes_written,
+            "names": recorder.names}
+
+
+# --- committed results ------------------------------------------------------------------------
+
+def committed_results() -> dict:
+    """Benchmark JSON files shipped with the package (``rope_lab/benchmarks/*.json``), by name.
+
+    Each holds one ``python -m rope_lab.bench --json`` run with its provenance.
+    """
+    from importlib import resources
+
+    folder = resources.files("rope_lab") / "benchmarks"
+    if not folder.is_dir():
+        return {}
+    return {item.name: json.loads(item.read_text()) for item in sorted(
+        folder.iterdir(), key=lambda item: item.name) if item.name.endswith(".json")}
+
+
+# --- reporting --------------------------------------------------------------------------------
+
+def provenance(device, dtype) -> dict:
+    """Where and how the numbers were measured."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = _cpu_name()
+    return {
+        "device": device.type,
+        "device_name": name,
+        "dtype": str(dtype).removeprefix("torch."),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "triton": _triton_version(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": _cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "rope_lab": rl.__version__,
+        "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"),
+        "command": "python -m rope_lab.bench " + shlex.join(sys.argv[1:]),
+    }
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _cpu_count() -> int | None:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _triton_version() -> str | None:
+    try:
+        import triton
+    except ImportError:
+        return None
+    return triton.__version__
+
+
+def format_table(results: list[Result]) -> str:
+    lines = [f"{'implementation':30} {'layout':12} {'ms':>9} {'GB/s':>7} {'× clone':>8}  note"]
+    for r in results:
+        lines.append(f"{r.name:30} {r.layout:12} {r.ms:9.3f} {r.gb_per_s:7.1f} "
+                     f"{r.times_clone:8.2f}  {r.note}")
+    return "\n".join(lines)
+
+
+def format_sweep(rows: list[dict]) -> str:
+    parameter = next(iter(rows[0]))
+    lines = [f"{parameter:>9} {'clone ms':>9} {'rope ms':>9} {'reference ms':>13} "
+             f"{'rope ns/element':>16}"]
+    for row in rows:
+        lines.append(f"{row[parameter]:9d} {row['clone_ms']:9.3f} {row['apply_rope_ms']:9.3f} "
+                     f"{row['reference_ms']:13.3f} "
+                     f"{row['apply_rope_ms'] * 1e6 / row['elements']:16.4f}")
+    return "\n".join(lines)
+
+
+def targets(results: list[Result]) -> dict:
+    """The issue's targets per layout: default ≤ 1.3 × clone and ≥ 3 × faster than HF eager."""
+    verdicts = {}
+    for layout in sorted({r.layout for r in results}):
+        by_name = {r.name: r for r in results if r.layout == layout}
+        default = by_name["apply_rope (default)"]
+        hf = by_name["HF-style eager rotate_half"]
+        verdicts[layout] = {
+            "default_times_clone": default.times_clone,
+            "default_times_copy": default.ms / by_name["copy_ into a buffer"].ms,
+            "in_place_times_copy": by_name["apply_rope_ (in place)"].ms
+            / by_name["copy_ into a buffer"].ms,
+            "speedup_over_hf_eager": hf.ms / default.ms,
+            "fraction_of_copy_bandwidth": 1 / default.times_clone,
+        }
+    return verdicts
+
+
+# --- widgets ----------------------------------------------------------------------------------
+
+def control_values(control, count: int = 3) -> list:
+    """A few values a student might set on ``control``: ends and middle, or options."""
+    options = getattr(control, "_options_values", None)
+    if options is None:
+        options = getattr(control, "options", None)
+    if options is not None:
+        options = list(options)
+        picks = [options[0], options[len(options) // 2], options[-1]]
+    elif isinstance(control.value, bool):
+        picks = [not control.value, control.value]
+    elif hasattr(control, "min") and hasattr(control, "max"):
+        low, high = control.min, control.max
+        if hasattr(control, "base"):  # FloatLogSlider: min/max are exponents
+            low, high = control.base**low, control.base**high
+            middle = (low * high) ** 0.5
+        else:
+            middle = (low + high) / 2
+            if isinstance(control.value, int):
+                middle = int(middle)
+        picks = [low, middle, high]
+    else:
+        return []
+    unique = []
+    for value in picks:
+        if value not in unique:
+            unique.append(value)
+    return unique[:count]
+
+
+def widget_redraw_times(panels: dict | None = None, *, values_per_control: int = 3) -> dict:
+    """Build every registered panel, turn each control, and report the redraws' times.
+
+    Returns name → {"redraws": n, "median_ms": …, "max_ms": …} (the redraw the panel does
+    when it is built is left out: it includes one-off start-up work).
+    """
+    from rope_lab import widgets
+
+    panels = widgets.PANELS if panels is None else panels
+    report = {}
+    for name, factory in panels.items():
+        # Outside a notebook, a panel's output area prints what it displays: keep it quiet.
+        with contextlib.redirect_stdout(io.StringIO()):
+            panel = factory()
+            defaults = panel.values
+            for control_name, control in panel.controls.items():
+                for value in control_values(control, values_per_control):
+                    panel.set(**{control_name: value})
+                panel.set(**{control_name: defaults[control_name]})
+        seconds = panel.redraw_seconds[1:] or panel.redraw_seconds
+        report[name] = {"redraws": len(seconds),
+                        "median_ms": statistics.median(seconds) * 1e3,
+                        "max_ms": max(seconds) * 1e3}
+    return report
+
+
+def format_widget_table(report: dict, target_ms: float = 100.0) -> str:
+    lines = [f"{'panel':32} {'redraws':>7} {'median ms':>10} {'max ms':>8}  ≤ {target_ms:g} ms"]
+    for name, row in report.items():
+        verdict = "yes" if row["median_ms"] <= target_ms else "NO"
+        lines.append(f"{name:32} {row['redraws']:7d} {row['median_ms']:10.1f} "
+                     f"{row['max_ms']:8.1f}  {verdict}")
+    if not report:
+        lines.append("(no panels registered)")
+    return "\n".join(lines)
+
+
+# --- command line -----------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["widgets"]:
+        return _main_widgets(argv[1:])
+    return _main_rope(argv)
+
+
+def _main_rope(argv) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rope_lab.bench",
+                                     description="Time every RoPE implementation against clone().")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                        help="default: cuda when available, else cpu")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--shape", type=int, nargs=4, default=DEFAULT_SHAPE,
+                        metavar=("BATCH", "HEADS", "SEQ", "DIM"))
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--no-sweeps", action="store_true", help="skip length/head-dim sweeps")
+    parser.add_argument("--note", default="", help="a remark stored with --json (conditions)")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time torch.compile of the HF-style form (default on CUDA)")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is available here")
+    dtype = getattr(torch, args.dtype)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    shape = tuple(args.shape)
+    compile_baseline = args.compile or device.type == "cuda"
+
+    info = provenance(device, dtype)
+    print(f"RoPE benchmark · {info['device_name']} · torch {info['torch']} · "
+          f"{info['torch_threads']} threads · {info['dtype']} · shape {shape}")
+    results = run_benchmark(shape, device=device, dtype=dtype, repeats=args.repeats,
+                            compile_baseline=compile_baseline)
+    print(format_table(results))
+    verdicts = targets(results)
+    for layout, verdict in verdicts.items():
+        print(f"{layout:12} default = {verdict['default_times_clone']:.2f} × clone "
+              f"({verdict['fraction_of_copy_bandwidth']:.0%} of copy bandwidth), "
+              f"{verdict['speedup_over_hf_eager']:.1f} × faster than HF-style eager; "
+              f"{verdict['default_times_copy']:.2f} × copy_ into a buffer "
+              f"(in place: {verdict['in_place_times_copy']:.2f} ×)")
+
+    sweeps = {}
+    if not args.no_sweeps:
+        # A quarter of the heads keeps the CPU run short; the cost per element is what counts.
+        batch, heads, seq, dim = shape
+        heads = max(1, heads // 4)
+        sweeps["seq"] = sweep("seq", [256, 512, 1024, 2048, 4096], device=device, dtype=dtype,
+                              heads=heads, head_dim=dim, repeats=args.repeats)
+        sweeps["head_dim"] = sweep("head_dim", [32, 64, 128, 256], device=device, dtype=dtype,
+                                   heads=heads, seq=seq, repeats=args.repeats)
+        for rows in sweeps.values():
+            print()
+            print(format_sweep(rows))
+
+    if args.json:
+        payload = {"provenance": info, "note": args.note, "shape": list(shape),
+                   "results": [asdict(r) for r in results], "targets": verdicts,
+                   "sweeps": sweeps}
+        with open(args.json, "w") as handle:
+            json.dump(payload, handle, indent=1)
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def _main_widgets(argv) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rope_lab.bench widgets",
+                                     description="Redraw time of every registered panel.")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    report = widget_redraw_times()
+    print(format_widget_table(report))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"provenance": provenance("cpu", torch.float32), "panels": report},
+                      handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
