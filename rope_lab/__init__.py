@@ -24,6 +24,7 @@ from rope_lab.implementations import (
 from rope_lab.rope import (
     RotaryEmbedding,
     apply_rope,
+    apply_rope_,
     half_to_interleaved,
     interleaved_to_half,
     inv_freq,
@@ -40,6 +41,7 @@ __all__ = [
     "LearnedPositionalEmbedding",
     "RotaryEmbedding",
     "apply_rope",
+    "apply_rope_",
     "apply_rope_complex",
     "apply_rope_dense",
     "apply_rope_interleaved",

@@ -71,6 +71,19 @@ def render_png(figure: Figure) -> bytes:
     return buffer.getvalue()
 
 
+def _plain_log_ticks(axes, y_ticks=None):
+    """Label log axes 0.01, 1, 100 … in plain text, no minor ticks: mathtext tick labels
+    dominate a redraw. ``y_ticks`` also fixes where the y ticks go."""
+    from matplotlib.ticker import FuncFormatter, NullLocator
+
+    if y_ticks is not None:
+        axes.set_yticks(y_ticks, labels=[f"{tick:g}" for tick in y_ticks])
+    for axis in (axes.xaxis, axes.yaxis):
+        if axis.get_scale() == "log":
+            axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+            axis.set_minor_locator(NullLocator())
+
+
 # --- 01 attention without position ----------------------------------------------------------
 
 
@@ -329,14 +342,6 @@ def _fixed_layout(figure, rectangles):
     figure.set_layout_engine("none")
     for axes, rectangle in zip(figure.axes, rectangles, strict=True):
         axes.set_position(rectangle)
-
-
-def _plain_log_ticks(axes, ticks):
-    """Log-axis ticks labelled as plain text: mathtext labels dominate redraw time."""
-    from matplotlib.ticker import NullLocator
-
-    axes.set_yticks(ticks, labels=[f"{tick:g}" for tick in ticks])
-    axes.yaxis.set_minor_locator(NullLocator())
 
 
 @course_style
@@ -648,16 +653,6 @@ def roofline(peak_gflops: float, bandwidth_gb_s: float, points: dict | None = No
     _plain_log_ticks(axes)
     axes.legend(loc="lower right")
     return figure
-
-
-def _plain_log_ticks(axes):
-    """Label log axes 0.01, 1, 100 … in plain text, no minor ticks: both keep redraws fast."""
-    from matplotlib.ticker import FuncFormatter, NullLocator
-
-    for axis in (axes.xaxis, axes.yaxis):
-        if axis.get_scale() == "log":
-            axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-            axis.set_minor_locator(NullLocator())
 
 
 @course_style
