@@ -284,3 +284,39 @@ def _check_common(dim, base, factor, original_max_position, seq_len, dtype,
         _validate.check_positive_int(original_max_position, "original_max_position")
     if seq_len is not None:
         _validate.check_positive_int(seq_len, "seq_len")
+
+
+# --- Why interpolation is safe: the Position Interpolation paper's Figure 2 ---------------
+
+def rope_basis(positions, dim: int, base: float = DEFAULT_BASE) -> torch.Tensor:
+    """The d functions an attention score is built from: cos(m·θ_i) and sin(m·θ_i).
+
+    A RoPE score between a fixed query and key at offset m is Σ_i a_i cos(mθ_i) + b_i sin(mθ_i),
+    a linear combination of these columns (Chen et al. 2023, eq. 3).
+
+    Returns:
+        ``(len(positions), dim)`` float64: the d/2 cosines, then the d/2 sines.
+    """
+    positions = _validate.as_positions(positions).double()
+    angles = positions[:, None] * inv_freq(dim, base, dtype=torch.float64)
+    return torch.cat((angles.cos(), angles.sin()), dim=-1)
+
+
+def fit_random_scores(dim: int = 128, base: float = DEFAULT_BASE, length: int = 2048, *,
+                      seed: int = 0, rcond: float = 1e-9) -> torch.Tensor:
+    """Least-squares coefficients of a score on :func:`rope_basis` that matches random
+    targets in [−1, 1] at the integer offsets 0 … length − 1.
+
+    Over [0, L) the slowest pairs barely turn, so their columns are nearly collinear (the
+    basis's smallest singular values are ~1e-15 of the largest). Directions below
+    ``rcond`` × the largest singular value are dropped; the fit inside [0, L) hardly
+    depends on it, the blow-up past L does (smaller rcond, larger blow-up).
+
+    Returns:
+        ``(dim,)`` float64 coefficients (minimum-norm solution).
+    """
+    _validate.check_positive_int(length, "length")
+    generator = torch.Generator().manual_seed(seed)
+    targets = torch.rand(length, 1, generator=generator, dtype=torch.float64) * 2 - 1
+    basis = rope_basis(torch.arange(length), dim, base)
+    return torch.linalg.lstsq(basis, targets, rcond=rcond, driver="gelsd").solution[:, 0]
