@@ -100,10 +100,9 @@ def train(position: str, config: Config, device, progress=None) -> tuple[TinyTra
         n_layers=config.n_layers, base=config.base,
         max_len=config.train_length * max(config.multiples),
     ).to(device)
+    # A constant learning rate: the copy skill appears suddenly (an induction head forms
+    # after a few hundred steps), and a decaying rate can end the run before it does.
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
-    schedule = torch.optim.lr_scheduler.LambdaLR(  # short warm-up, then cosine decay
-        optimizer, lambda step: min(1.0, (step + 1) / 50)
-        * 0.5 * (1 + math.cos(math.pi * step / config.steps)))
     recent = []
     model.train()
     for _ in range(config.steps):
@@ -115,7 +114,6 @@ def train(position: str, config: Config, device, progress=None) -> tuple[TinyTra
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        schedule.step()
         recent = (recent + [loss.item()])[-20:]
         if progress is not None:
             progress.update(1)
