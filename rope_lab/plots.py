@@ -232,7 +232,7 @@ def interpolation_vs_extrapolation(coefficients, dim: int = 128, base: float = 1
 EXPERIMENT_STYLE = {
     "none": ("no position (NoPE)", PALETTE[7], "-"),
     "learned": ("learned", PALETTE[4], "-"),
-    "sinusoidal": ("sinusoidal", PALETTE[5], "-"),
+    "sinusoidal": ("sinusoidal", PALETTE[5], "-."),
     "alibi": ("ALiBi", PALETTE[2], "-"),
     "rope": ("RoPE", PALETTE[0], "-"),
     "rope+linear": ("RoPE + PI (zero-shot)", PALETTE[0], ":"),
