@@ -40,10 +40,15 @@ def test_quick_run_writes_results_with_provenance(tmp_path):
     assert len(curve["bin_starts"]) == len(curve["rope"]) == config["position_bins"]
 
 
-def test_bad_steps_is_a_usage_error(capsys):
+@pytest.mark.parametrize(("option", "message"), [
+    (["--steps", "0"], "--steps must be ≥ 1, got 0"),
+    (["--seed", "-1"], "--seed must be ≥ 0, got -1"),
+    (["--threads", "0"], "--threads must be ≥ 1, got 0"),
+])
+def test_bad_options_are_usage_errors(option, message, capsys):
     with pytest.raises(SystemExit):
-        extrapolation.main(["--quick", "--steps", "0", "--no-progress"])
-    assert "--steps must be ≥ 1, got 0" in capsys.readouterr().err
+        extrapolation.main(["--quick", "--no-progress", *option])
+    assert message in capsys.readouterr().err
 
 
 def test_committed_results_cover_every_encoding_and_multiple():
