@@ -551,6 +551,67 @@ def check_minimum_base(minimum_base) -> bool:
 
 # --- 06 length extrapolation --------------------------------------------------------------
 
+_CASES_06 = [(64, 10000.0, 4.0), (128, 500000.0, 8.0), (16, 100.0, 2.5), (4, 10000.0, 1.0)]
+
+
+def check_position_interpolation(function) -> bool:
+    """06.1: ``function(dim, base, factor)`` → the ``(dim // 2,)`` PI rotation speeds θ_i/s."""
+    from rope_lab import scaling
+
+    for dim, base, factor in _CASES_06:
+        answer, crash = call_learner(function, dim, base, factor)
+        if crash:
+            return report("06.1", "position interpolation", crash)
+        expected, _ = scaling.linear_inv_freq(dim, base=base, factor=factor,
+                                              dtype=torch.float64)
+        failure = compare(answer, expected, atol=1e-6 * float(expected.max()),
+                          what=f"dim={dim}, base={base:g}, factor={factor:g}")
+        if failure:
+            return report("06.1", "position interpolation", failure)
+    return report("06.1", "position interpolation", None)
+
+
+def check_ntk_base(function) -> bool:
+    """06.2: ``function(base, dim, factor)`` → the static NTK-aware base base·s^(d/(d−2))."""
+    for dim, base, factor in _CASES_06:
+        answer, crash = call_learner(function, base, dim, factor)
+        if crash:
+            return report("06.2", "NTK-aware base", crash)
+        expected = base * factor ** (dim / (dim - 2))
+        try:
+            answer = float(answer)
+        except (TypeError, ValueError):
+            return report("06.2", "NTK-aware base", f"expected a number, got {answer!r}")
+        if not abs(answer - expected) <= 1e-6 * expected:
+            slowest = (answer / base) ** (-(dim - 2) / dim) if answer > 0 else float("nan")
+            return report(
+                "06.2", "NTK-aware base",
+                f"dim={dim}, base={base:g}, factor={factor:g}: expected {expected:.6g}, got "
+                f"{answer:.6g} — with your base the slowest pair slows by {slowest:.4g}, "
+                f"it should slow by exactly 1/factor = {1 / factor:.4g}")
+    return report("06.2", "NTK-aware base", None)
+
+
+def check_full_turn_pairs(function) -> bool:
+    """06.3: ``function(dim, base, length)`` → how many pairs complete a turn (λ_i ≤ L)."""
+    import math
+
+    from rope_lab import inv_freq
+
+    for dim, base, length in [(64, 10000.0, 2048), (128, 500000.0, 8192), (16, 10000.0, 64),
+                              (8, 10.0, 3)]:
+        answer, crash = call_learner(function, dim, base, length)
+        if crash:
+            return report("06.3", "pairs that turn", crash)
+        wavelengths = 2 * math.pi / inv_freq(dim, base, dtype=torch.float64)
+        expected = int((wavelengths <= length).sum())
+        if answer != expected:
+            return report("06.3", "pairs that turn",
+                          f"dim={dim}, base={base:g}, L={length}: expected {expected} of "
+                          f"{dim // 2} pairs, got {answer!r}")
+    return report("06.3", "pairs that turn", None)
+
+
 # --- 07 linear attention ------------------------------------------------------------------
 
 # --- 08 RoPE beyond 1D --------------------------------------------------------------------

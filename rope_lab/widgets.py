@@ -196,6 +196,21 @@ def decay_panel():
 
 # --- 06 length extrapolation --------------------------------------------------------------
 
+@register
+def scaling_panel():
+    """Scale factor, method, YaRN's betas and the trained length → frequency overlay and
+    wavelength chart (the betas matter for "yarn" only)."""
+    return Panel(plots.scaling_explorer, {
+        "factor": slider("log", "scale factor s", 8.0, 0.0, 1.5, step=0.05),
+        "method": dropdown("method", ["default", "linear", "ntk", "dynamic", "yarn", "llama3"],
+                           value="yarn"),
+        "beta_fast": slider("float", "YaRN beta_fast", 32.0, 4.0, 128.0, step=1.0),
+        "beta_slow": slider("float", "YaRN beta_slow", 1.0, 0.25, 2.0, step=0.25),
+        "original_length": dropdown("original length L", [256, 512, 1024, 2048, 4096, 8192],
+                                    value=2048),
+    }, fixed={"dim": 64, "base": 10000.0}, height="440px")
+
+
 # --- 07 linear attention ------------------------------------------------------------------
 
 # --- 08 RoPE beyond 1D --------------------------------------------------------------------
