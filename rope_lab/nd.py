@@ -230,7 +230,9 @@ def mrope_positions(text_before: int, grid_thw, text_after: int = 0) -> torch.Te
 
     Text token m gets (m, m, m). The vision tokens (raster order: frame, row, column) get
     (s + t, s + h, s + w) with s the next free position. Text after them starts at one past
-    the largest position used so far.
+    the largest position used so far, as in the Qwen2-VL paper. (transformers 5's
+    ``get_rope_index`` resumes at s + max(rows, columns): the same unless a video has more
+    frames than rows and columns.)
 
     Args:
         text_before: number of text tokens before the image or video.
