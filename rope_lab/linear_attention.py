@@ -89,14 +89,19 @@ def linear_attention(
         feature_map: φ, a function returning positive features of the same shape.
 
     Returns:
-        ``(..., L, d_v)`` outputs. Memory: ``(..., L, d, d_v)`` for the causal prefix sums.
+        ``(..., L, d_v)`` outputs. Memory: ``(..., d, d_v, L)`` for the causal prefix sums.
     """
     _check_qkv(q, k, v, feature_map)
     phi_q, phi_k, rot_q, rot_k = _features(q, k, feature_map, rope, positions, base)
     if causal:
-        state = (rot_k[..., :, None] * v[..., None, :]).cumsum(dim=-3)  # S_m: (..., L, d, d_v)
-        normalizer = phi_k.cumsum(dim=-2)  # z_m
-        numerator = torch.einsum("...md,...mde->...me", rot_q, state)
+        # S_m for every m, stored (..., d, d_v, L): a cumsum along the last, contiguous axis
+        # is an order of magnitude faster on CPU than one along the sequence axis in front.
+        outer = rot_k.transpose(-2, -1)[..., :, None, :] * v.transpose(-2, -1)[..., None, :, :]
+        state = outer.cumsum(dim=-1)
+        normalizer = phi_k.cumsum(dim=-2)  # z_m: (..., L, d)
+        # (R_m φ(q_m))ᵀ S_m for every m: multiply and sum over d, in the same (d, d_v, L) layout.
+        numerator = (rot_q.transpose(-2, -1)[..., :, None, :] * state).sum(dim=-3)
+        numerator = numerator.transpose(-2, -1)
     else:
         state = rot_k.transpose(-2, -1) @ v  # S: (..., d, d_v)
         normalizer = phi_k.sum(dim=-2, keepdim=True)  # z: (..., 1, d)

@@ -103,8 +103,9 @@ def linear_attention_normalizers(base: float = 100.0, dim: int = 8, length: int 
     bad = int((rotated <= 0).sum())
     figure, axes = new_figure(width=8.0, height=3.8)
     positions = range(length)
-    axes.plot(positions, plain, color=PALETTE[0], label="unrotated (what RoFormer divides by)")
-    axes.plot(positions, rotated, color=PALETTE[3], label="rotated (the tempting mistake)")
+    axes.plot(positions, plain.numpy(), color=PALETTE[0],
+              label="unrotated (what RoFormer divides by)")
+    axes.plot(positions, rotated.numpy(), color=PALETTE[3], label="rotated (the tempting mistake)")
     axes.axhline(0.0, color=PALETTE[7], linewidth=1.0)
     axes.set(title=f"Causal normalizer per query, d = {dim}, base = {base:g}: "
                    f"rotated ≤ 0 at {bad} of {length} positions",
@@ -159,7 +160,7 @@ def _offset_grid(radius_x: int, radius_y: int):
 
 
 def _kernel_image(axes, kernel, extent, title):
-    image = axes.imshow(kernel, extent=extent, cmap=DIVERGING_CMAP, vmin=-1, vmax=1,
+    image = axes.imshow(kernel.numpy(), extent=extent, cmap=DIVERGING_CMAP, vmin=-1, vmax=1,
                         interpolation="nearest")
     axes.set(title=title, xlabel="Δx (patches)", ylabel="Δy (patches)")
     axes.grid(False)
@@ -246,11 +247,12 @@ def mrope_sections(temporal_pairs: int = 16, base: float = 1e6, dim: int = 128,
     for axis, (name, colour) in enumerate(zip(names, PALETTE[:3], strict=True)):
         owned = torch.nonzero(freqs[axis]).flatten()
         # log10 on a linear axis: log-scale tick placement is slow for a live slider.
-        left.plot(owned, freqs[axis, owned].log10(), "o", markersize=3.5, color=colour,
-                  label=f"{name}: {section[axis]} pairs")
+        left.plot(owned.numpy(), freqs[axis, owned].log10().numpy(), "o", markersize=3.5,
+                  color=colour, label=f"{name}: {section[axis]} pairs")
         along = torch.zeros(max_offset + 1, 3, dtype=torch.long)
         along[:, axis] = offsets
-        right.plot(offsets, nd.relative_kernel(freqs, along), color=colour, label=name)
+        right.plot(offsets.numpy(), nd.relative_kernel(freqs, along).numpy(), color=colour,
+                   label=name)
     left.set(title=f"mrope_section = {list(section)}", xlabel="pair i",
              ylabel="log₁₀ θᵢ (θ in radians per position)", xlim=(-1, pairs))
     left.legend(loc="lower left", fontsize=9)
