@@ -163,10 +163,9 @@ def linear_attention_normalizers(
     """
     _check_qkv(q, k, k, feature_map)
     _, _, rot_q, rot_k = _features(q, k, feature_map, rotated, positions, base)
-    scores = rot_q @ rot_k.transpose(-2, -1)
-    if causal:
-        scores = scores.masked_fill(~causal_mask(q.shape[-2], device=q.device), 0.0)
-    return scores.sum(dim=-1)
+    # Factorized like the attention itself: a query meets the (prefix) sum of the keys.
+    keys = rot_k.cumsum(dim=-2) if causal else rot_k.sum(dim=-2, keepdim=True)
+    return (rot_q * keys).sum(dim=-1)
 
 
 def measure_seconds(

@@ -171,3 +171,15 @@ X = torch.randn(6, 4)
 def test_bad_input_raises_a_clear_error(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+@given(seeds, lengths, dims, st.booleans(), bases)
+def test_rotated_normalizer_is_the_sum_of_rotated_scores(seed, length, dim, causal, base):
+    q, k, _ = random_qkv(seed, length, dim)
+    rot_q = rl.apply_rope(la.elu_feature_map(q), base=base)
+    rot_k = rl.apply_rope(la.elu_feature_map(k), base=base)
+    scores = rot_q @ rot_k.T
+    if causal:
+        scores = scores.tril()
+    rotated = la.linear_attention_normalizers(q, k, causal=causal, rotated=True, base=base)
+    torch.testing.assert_close(rotated, scores.sum(-1), rtol=1e-10, atol=1e-10)
