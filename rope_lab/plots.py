@@ -159,11 +159,29 @@ def _offset_grid(radius_x: int, radius_y: int):
     return torch.stack((dx, dy), dim=-1), extent
 
 
+def _heatmap_row(count: int, *, panel_width: float = 3.3, height: float = 4.0):
+    """``count`` heatmap axes in a row and a colorbar axis, laid out by hand.
+
+    Constrained layout costs about a third of a redraw here, too much for a live slider.
+    """
+    width = panel_width * count + 1.4
+    figure = Figure(figsize=(width, height), layout="none")
+    axes = figure.subplots(1, count, squeeze=True)
+    figure.subplots_adjust(left=0.75 / width, right=1 - 1.45 / width, bottom=0.13, top=0.80,
+                           wspace=0.35)
+    colorbar_axes = figure.add_axes((1 - 1.2 / width, 0.16, 0.14 / width, 0.6))
+    return figure, (list(axes) if count > 1 else [axes]), colorbar_axes
+
+
 def _kernel_image(axes, kernel, extent, title):
+    from matplotlib.ticker import MaxNLocator
+
     image = axes.imshow(kernel.numpy(), extent=extent, cmap=DIVERGING_CMAP, vmin=-1, vmax=1,
                         interpolation="nearest")
     axes.set(title=title, xlabel="Δx (patches)", ylabel="Δy (patches)")
     axes.grid(False)
+    for axis in (axes.xaxis, axes.yaxis):
+        axis.set_major_locator(MaxNLocator(5, integer=True))
     return image
 
 
@@ -184,13 +202,13 @@ def rope_2d_kernels(size: int = 8, base: float = 100.0, dim: int = 32):
     axial = nd.relative_kernel(nd.axial_freqs(dim, base, dtype=torch.float64), offsets)
     raster = offsets[..., 1:] * size + offsets[..., :1]
     flat = nd.relative_kernel(inv_freq(dim, base, dtype=torch.float64)[None, :], raster)
-    figure, (left, right) = new_figure(1, 2, width=9.0, height=4.4)
+    figure, (left, right), colorbar_axes = _heatmap_row(2, panel_width=3.8, height=4.4)
     _kernel_image(left, axial, extent, "axial 2D RoPE")
     image = _kernel_image(right, flat, extent, "flattened 1D RoPE")
     for axes in (left, right):
         axes.plot([1, -(size - 1)], [0, 1], "o", markersize=9, markerfacecolor="none",
                   markeredgecolor=PALETTE[7], markeredgewidth=1.5)
-    figure.colorbar(image, ax=[left, right], shrink=0.8, label="K(Δx, Δy)")
+    figure.colorbar(image, cax=colorbar_axes, label="K(Δx, Δy)")
     figure.suptitle(f"Score of a patch with a copy of itself at (Δx, Δy): "
                     f"{size}×{size} grid, d = {dim}, base = {base:g}", fontsize=12)
     return figure
@@ -212,14 +230,12 @@ def rope_mixed_kernels(angles_degrees=(0.0, 30.0, 45.0), base: float = 10.0, dim
 
     offsets, extent = _offset_grid(radius, radius)
     angles_degrees = list(angles_degrees)
-    figure, axes_row = new_figure(1, len(angles_degrees), width=3.3 * len(angles_degrees) + 1,
-                                  height=3.9)
-    axes_row = list(axes_row) if len(angles_degrees) > 1 else [axes_row]
+    figure, axes_row, colorbar_axes = _heatmap_row(len(angles_degrees), height=3.9)
     for axes, degrees in zip(axes_row, angles_degrees, strict=True):
         freqs = nd.mixed_freqs(dim, base, math.radians(degrees), dtype=torch.float64)
         image = _kernel_image(axes, nd.relative_kernel(freqs, offsets), extent,
                               f"direction {degrees:g}°" + (" (= axial)" if degrees == 0 else ""))
-    figure.colorbar(image, ax=axes_row, shrink=0.8, label="K(Δx, Δy)")
+    figure.colorbar(image, cax=colorbar_axes, label="K(Δx, Δy)")
     figure.suptitle(f"RoPE-Mixed kernels: d = {dim}, base = {base:g}", fontsize=12)
     return figure
 
@@ -241,7 +257,10 @@ def mrope_sections(temporal_pairs: int = 16, base: float = 1e6, dim: int = 128,
     height_pairs = (pairs - temporal_pairs) // 2
     section = (temporal_pairs, height_pairs, pairs - temporal_pairs - height_pairs)
     freqs = nd.mrope_freqs(dim, base, section, dtype=torch.float64)
-    figure, (left, right) = new_figure(1, 2, width=9.5, height=3.9)
+    # Laid out by hand, like the heatmaps: constrained layout is slow for a live slider.
+    figure = Figure(figsize=(9.5, 3.9), layout="none")
+    left, right = figure.subplots(1, 2)
+    figure.subplots_adjust(left=0.09, right=0.98, bottom=0.14, top=0.82, wspace=0.25)
     names = ("t (time)", "h (height)", "w (width)")
     offsets = torch.arange(max_offset + 1)
     for axis, (name, colour) in enumerate(zip(names, PALETTE[:3], strict=True)):
@@ -254,11 +273,11 @@ def mrope_sections(temporal_pairs: int = 16, base: float = 1e6, dim: int = 128,
         right.plot(offsets.numpy(), nd.relative_kernel(freqs, along).numpy(), color=colour,
                    label=name)
     left.set(title=f"mrope_section = {list(section)}", xlabel="pair i",
-             ylabel="log₁₀ θᵢ (θ in radians per position)", xlim=(-1, pairs))
+             ylabel="log₁₀ θᵢ (rad per position)", xlim=(-1, pairs))
     left.legend(loc="lower left", fontsize=9)
     right.set(title="kernel along one axis", xlabel="offset Δ along the axis (positions)",
               ylabel="K", ylim=(-0.05, 1.02))
-    right.legend(loc="upper right", fontsize=9)
+    right.legend(loc="lower left", fontsize=9)
     figure.suptitle(f"M-RoPE (Qwen2-VL style), d = {dim}, base = {base:g}", fontsize=12)
     return figure
 
