@@ -94,12 +94,12 @@ def linear_attention(
     _check_qkv(q, k, v, feature_map)
     phi_q, phi_k, rot_q, rot_k = _features(q, k, feature_map, rope, positions, base)
     if causal:
-        # S_m for every m, stored (..., d, d_v, L): a cumsum along the last, contiguous axis
-        # is an order of magnitude faster on CPU than one along the sequence axis in front.
+        # S_m = Σ_{n ≤ m} R_n φ(k_n) v_nᵀ for every m at once, kept as (..., d, d_v, L) so the
+        # prefix sum runs along the last axis. Memory grows as L·d·d_v: the price of no loop.
         outer = rot_k.transpose(-2, -1)[..., :, None, :] * v.transpose(-2, -1)[..., None, :, :]
         state = outer.cumsum(dim=-1)
         normalizer = phi_k.cumsum(dim=-2)  # z_m: (..., L, d)
-        # (R_m φ(q_m))ᵀ S_m for every m: multiply and sum over d, in the same (d, d_v, L) layout.
+        # (R_m φ(q_m))ᵀ S_m for every m: multiply and sum over d.
         numerator = (rot_q.transpose(-2, -1)[..., :, None, :] * state).sum(dim=-3)
         numerator = numerator.transpose(-2, -1)
     else:
