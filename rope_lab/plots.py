@@ -135,8 +135,10 @@ def attention_cost(lengths, seconds: dict, dim: int):
             last = seconds[name][-1] * 1e3
             guide = [last * (length / lengths[-1]) ** power for length in lengths]
             axes.loglog(lengths, guide, "--", color="grey", linewidth=1.0)
-            axes.annotate(f"∝ L{'²' if power == 2 else ''}", (lengths[0], guide[0]),
-                          color="grey", fontsize=10, ha="left", va="bottom")
+            middle = len(lengths) // 2
+            axes.annotate(f"∝ L{'²' if power == 2 else ''}", (lengths[middle], guide[middle]),
+                          xytext=(0, 6), textcoords="offset points", color="grey", fontsize=10,
+                          ha="right", va="bottom")
     axes.set_xticks(lengths, [str(length) for length in lengths])
     axes.set_xticks([], minor=True)
     axes.set(title=f"Causal attention, one head, d = {dim} (measured on this machine)",
