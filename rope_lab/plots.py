@@ -107,10 +107,9 @@ def linear_attention_normalizers(base: float = 100.0, dim: int = 8, length: int 
               label="unrotated (what RoFormer divides by)")
     axes.plot(positions, rotated.numpy(), color=PALETTE[3], label="rotated (the tempting mistake)")
     axes.axhline(0.0, color=PALETTE[7], linewidth=1.0)
-    axes.set(title=f"Causal normalizer per query, d = {dim}, base = {base:g}: "
-                   f"rotated ≤ 0 at {bad} of {length} positions",
-             xlabel="query position m (tokens)", ylabel="Σₙ φ(qₘ)·φ(kₙ)")
-    axes.title.set_fontsize(11)
+    axes.set_title(f"Causal normalizer per query, d = {dim}, base = {base:g}: "
+                   f"rotated ≤ 0 at {bad} of {length} positions", y=1.01, fontsize=11)
+    axes.set(xlabel="query position m (tokens)", ylabel="Σₙ φ(qₘ)·φ(kₙ)")
     axes.legend(loc="upper left")
     return figure
 
@@ -180,7 +179,9 @@ def _kernel_image(axes, kernel, extent, title):
 
     image = axes.imshow(kernel.numpy(), extent=extent, cmap=DIVERGING_CMAP, vmin=-1, vmax=1,
                         interpolation="nearest")
-    axes.set(title=title, xlabel="Δx (patches)", ylabel="Δy (patches)")
+    # A fixed title height skips matplotlib's search for overlapping ticks (slow per redraw).
+    axes.set_title(title, y=1.01)
+    axes.set(xlabel="Δx (patches)", ylabel="Δy (patches)")
     axes.grid(False)
     for axis in (axes.xaxis, axes.yaxis):
         axis.set_major_locator(MaxNLocator(5, integer=True))
@@ -210,7 +211,7 @@ def rope_2d_kernels(size: int = 8, base: float = 100.0, dim: int = 32):
     for axes in (left, right):
         axes.plot([1, -(size - 1)], [0, 1], "o", markersize=9, markerfacecolor="none",
                   markeredgecolor=PALETTE[7], markeredgewidth=1.5)
-    figure.colorbar(image, cax=colorbar_axes, label="K(Δx, Δy)")
+    figure.colorbar(image, cax=colorbar_axes, label="K(Δx, Δy)", ticks=[-1, -0.5, 0, 0.5, 1])
     figure.suptitle(f"Score of a patch with a copy of itself at (Δx, Δy): "
                     f"{size}×{size} grid, d = {dim}, base = {base:g}", fontsize=12)
     return figure
@@ -237,7 +238,7 @@ def rope_mixed_kernels(angles_degrees=(0.0, 30.0, 45.0), base: float = 10.0, dim
         freqs = nd.mixed_freqs(dim, base, math.radians(degrees), dtype=torch.float64)
         image = _kernel_image(axes, nd.relative_kernel(freqs, offsets), extent,
                               f"direction {degrees:g}°" + (" (= axial)" if degrees == 0 else ""))
-    figure.colorbar(image, cax=colorbar_axes, label="K(Δx, Δy)")
+    figure.colorbar(image, cax=colorbar_axes, label="K(Δx, Δy)", ticks=[-1, -0.5, 0, 0.5, 1])
     figure.suptitle(f"RoPE-Mixed kernels: d = {dim}, base = {base:g}", fontsize=12)
     return figure
 
@@ -274,10 +275,12 @@ def mrope_sections(temporal_pairs: int = 16, base: float = 1e6, dim: int = 128,
         along[:, axis] = offsets
         right.plot(offsets.numpy(), nd.relative_kernel(freqs, along).numpy(), color=colour,
                    label=name)
-    left.set(title=f"mrope_section = {list(section)}", xlabel="pair i",
+    left.set_title(f"mrope_section = {list(section)}", y=1.01)
+    right.set_title("kernel along one axis", y=1.01)
+    left.set(xlabel="pair i",
              ylabel="log₁₀ θᵢ (rad per position)", xlim=(-1, pairs))
     left.legend(loc="lower left", fontsize=9)
-    right.set(title="kernel along one axis", xlabel="offset Δ along the axis (positions)",
+    right.set(xlabel="offset Δ along the axis (positions)",
               ylabel="K", ylim=(-0.05, 1.02))
     right.legend(loc="lower left", fontsize=9)
     figure.suptitle(f"M-RoPE (Qwen2-VL style), d = {dim}, base = {base:g}", fontsize=12)
