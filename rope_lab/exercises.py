@@ -614,7 +614,121 @@ def check_full_turn_pairs(function) -> bool:
 
 # --- 07 linear attention ------------------------------------------------------------------
 
+
+def check_recurrent_linear_attention(function) -> bool:
+    """07.1: ``function(q, k, v, rope)`` is causal linear attention as a loop over positions.
+
+    q, k: ``(L, d)``, v: ``(L, d_v)``; returns ``(L, d_v)``. Compared with
+    :func:`rope_lab.linear_attention.linear_attention` (causal) without and with RoPE.
+    """
+    from rope_lab import linear_attention as la
+
+    title = "causal linear attention, recurrent form"
+    generator = torch.Generator().manual_seed(7)
+    q, k = torch.randn(2, 9, 6, generator=generator, dtype=torch.float64)
+    v = torch.randn(9, 3, generator=generator, dtype=torch.float64)
+    for rope in (False, True):
+        answer, error = call_learner(function, q.clone(), k.clone(), v.clone(), rope)
+        if error:
+            return report("07.1", title, f"with rope={rope}: {error}")
+        expected = la.linear_attention(q, k, v, causal=True, rope=rope)
+        failure = compare(answer, expected, atol=1e-9, what=f"with rope={rope}")
+        if failure is None:
+            continue
+        hints = {
+            "includes future tokens (did you sum over all n, not n ≤ m?)":
+                la.linear_attention(q, k, v, causal=False, rope=rope),
+            "rotates the denominator too; keep Σ φ(q_m)·φ(k_n) unrotated":
+                la.linear_attention_weights(q, k, causal=True, rope=True,
+                                            rotate_denominator=True) @ v,
+        }
+        for hint, wrong in hints.items():
+            if answer is not None and compare(answer, wrong, atol=1e-9, what="") is None:
+                return report("07.1", title, f"with rope={rope}: your answer {hint}")
+        return report("07.1", title, failure)
+    return report("07.1", title, None)
+
+
+def check_non_positive_normalizer(function) -> bool:
+    """07.2: ``function()`` returns q, k of shape ``(L, 4)`` with L ≤ 8 whose *rotated*
+    causal normalizer (base 10000, φ = elu + 1) is ≤ 0 for some query."""
+    from rope_lab import linear_attention as la
+
+    title = "a rotated normalizer that is not positive"
+    answer, error = call_learner(function)
+    if error:
+        return report("07.2", title, error)
+    try:
+        q, k = (torch.as_tensor(t, dtype=torch.float64) for t in answer)
+    except (TypeError, ValueError) as problem:
+        return report("07.2", title, f"return a pair (q, k) of tensors, got {problem}")
+    if q.ndim != 2 or q.shape != k.shape or q.shape[1] != 4 or not 1 <= q.shape[0] <= 8:
+        return report("07.2", title,
+                      f"q and k must both have shape (L, 4) with L ≤ 8, got {tuple(q.shape)} "
+                      f"and {tuple(k.shape)}")
+    if not bool(torch.isfinite(q).all() and torch.isfinite(k).all()):
+        return report("07.2", title, "q and k must be finite")
+    rotated = la.linear_attention_normalizers(q, k, causal=True, rotated=True)
+    plain = la.linear_attention_normalizers(q, k, causal=True, rotated=False)
+    if float(rotated.min()) > 0:
+        return report("07.2", title,
+                      f"the smallest rotated normalizer is {float(rotated.min()):.4g} > 0. "
+                      "Hint: pair 1 (features 1 and 3) turns 100× slower than pair 0; "
+                      "make φ small there.")
+    print(f"  rotated normalizer min {float(rotated.min()):.4g}; "
+          f"unrotated min {float(plain.min()):.4g} (positive, as always)")
+    return report("07.2", title, None)
+
+
 # --- 08 RoPE beyond 1D --------------------------------------------------------------------
+
+
+def check_axial_rope(function) -> bool:
+    """08.1: ``function(x, positions, base)`` is axial 2D RoPE built from ``rl.apply_rope``.
+
+    x: ``(..., seq, d)``, positions: ``(seq, 2)`` (x, y); compared with
+    ``nd.apply_rope_nd(x, positions, nd.axial_freqs(d, base))``.
+    """
+    from rope_lab import nd
+
+    title = "axial 2D RoPE"
+    generator = torch.Generator().manual_seed(8)
+    for dim, base, (rows, columns) in ((8, 100.0, (3, 4)), (16, 10.0, (5, 2))):
+        x = torch.randn(2, rows * columns, dim, generator=generator, dtype=torch.float64)
+        positions = nd.grid_positions(rows, columns)
+        expected = nd.apply_rope_nd(x, positions, nd.axial_freqs(dim, base, dtype=torch.float64))
+        answer, error = call_learner(function, x.clone(), positions.clone(), base)
+        if error:
+            return report("08.1", title, error)
+        failure = compare(answer, expected, atol=1e-9, what=f"d = {dim}, base = {base:g}")
+        if failure is not None:
+            swapped = nd.apply_rope_nd(x, positions.flip(-1),
+                                       nd.axial_freqs(dim, base, dtype=torch.float64))
+            if answer is not None and compare(answer, swapped, atol=1e-9, what="") is None:
+                failure = "x and y are swapped: pairs 0 … d/4 − 1 turn with x (column 0)"
+            return report("08.1", title, failure)
+    return report("08.1", title, None)
+
+
+def check_mrope_positions(function) -> bool:
+    """08.2: ``function(text_before, grid_thw, text_after)`` returns M-RoPE (t, h, w) ids.
+
+    Compared with :func:`rope_lab.nd.mrope_positions` on a few layouts.
+    """
+    from rope_lab import nd
+
+    title = "M-RoPE position ids"
+    for case in ((3, (1, 2, 3), 2), (0, (2, 2, 2), 1), (2, (1, 4, 1), 0), (1, (3, 1, 2), 3)):
+        answer, error = call_learner(function, *case)
+        if error:
+            return report("08.2", title, f"for {case}: {error}")
+        expected = nd.mrope_positions(*case)
+        failure = compare(answer, expected, atol=0, what=f"for (text_before, grid_thw, "
+                                                        f"text_after) = {case}")
+        if failure is not None:
+            return report("08.2", title, failure)
+    return report("08.2", title, None)
+
 
 # --- 09 performance -----------------------------------------------------------------------
 

@@ -213,7 +213,50 @@ def scaling_panel():
 
 # --- 07 linear attention ------------------------------------------------------------------
 
+
+@register
+def linear_attention_normalizer_panel():
+    """Rotated vs unrotated denominators of causal linear attention: base, d, L."""
+    return Panel(plots.linear_attention_normalizers, {
+        "base": slider("log", "base", 100.0, 0, 5),
+        "dim": slider("int", "head dim d", 8, 2, 64, step=2),
+        "length": slider("int", "length L", 256, 16, 512, step=16),
+    }, height="360px")
+
+
 # --- 08 RoPE beyond 1D --------------------------------------------------------------------
+
+@register
+def rope_2d_panel():
+    """Axial 2D vs flattened 1D RoPE kernels: grid size and base."""
+    return Panel(plots.rope_2d_kernels, {
+        "size": slider("int", "grid size (patches per side)", 8, 3, 16),
+        "base": slider("log", "base", 100.0, 0, 4),
+    }, height="420px")
+
+
+def _axial_and_mixed(angle_degrees: float, base: float):
+    """RoPE-Mixed at one direction, next to axial RoPE (direction 0°) for reference."""
+    return plots.rope_mixed_kernels((0.0, angle_degrees), base=base)
+
+
+@register
+def rope_mixed_panel():
+    """RoPE-Mixed kernel: frequency direction angle and base."""
+    return Panel(_axial_and_mixed, {
+        "angle_degrees": slider("float", "direction angle (°)", 30.0, 0.0, 90.0, step=5.0),
+        "base": slider("log", "base", 10.0, 0, 4),
+    }, height="380px")
+
+
+@register
+def mrope_panel():
+    """M-RoPE section split: pairs for time (h and w share the rest), and base."""
+    return Panel(plots.mrope_sections, {
+        "temporal_pairs": slider("int", "pairs for t (h, w share the rest)", 16, 0, 64),
+        "base": slider("log", "base", 1e6, 2, 7),
+    }, height="380px")
+
 
 # --- 09 performance -----------------------------------------------------------------------
 
