@@ -465,6 +465,9 @@ def control_values(control, count: int = 3) -> list:
             middle = (low * high) ** 0.5
         else:
             middle = (low + high) / 2
+            step = getattr(control, "step", None)
+            if step:  # a slider only offers min + k·step; so must the benchmark
+                middle = low + round((middle - low) / step) * step
             if isinstance(control.value, int):
                 middle = int(middle)
         picks = [low, middle, high]
