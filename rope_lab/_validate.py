@@ -164,3 +164,19 @@ def positions_for(x: torch.Tensor, positions) -> torch.Tensor:
     positions = as_positions(positions, device=x.device)
     check_positions_shape(positions, x.shape[:-1])
     return positions
+
+
+def check_qkv(q, k, v) -> None:
+    """Float tensors (..., seq, d): q and k share d; k and v share seq."""
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        check_rope_input(tensor, name)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same feature size, got q.shape[-1] = {q.shape[-1]} and "
+            f"k.shape[-1] = {k.shape[-1]}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of positions, got k.shape[-2] = {k.shape[-2]} "
+            f"and v.shape[-2] = {v.shape[-2]}"
+        )

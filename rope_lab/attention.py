@@ -29,18 +29,7 @@ def attention(q, k, v, *, mask=None, return_weights: bool = False):
     Returns:
         ``(..., seq_q, d_v)`` outputs, or ``(outputs, weights)``.
     """
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        _validate.check_rope_input(tensor, name)
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must have the same feature size, got q.shape[-1] = {q.shape[-1]} and "
-            f"k.shape[-1] = {k.shape[-1]}"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same number of positions, got k.shape[-2] = {k.shape[-2]} "
-            f"and v.shape[-2] = {v.shape[-2]}"
-        )
+    _validate.check_qkv(q, k, v)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
         scores = scores + _additive_mask(mask, scores)

@@ -37,13 +37,7 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
 
 
 def _check_qkv(q, k, v, feature_map) -> None:
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        _validate.check_rope_input(tensor, name)
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must have the same feature size, got q.shape[-1] = {q.shape[-1]} and "
-            f"k.shape[-1] = {k.shape[-1]}"
-        )
+    _validate.check_qkv(q, k, v)
     if not q.shape[-2] == k.shape[-2] == v.shape[-2]:
         raise ValueError(
             "q, k and v must have the same number of positions (self-attention), got "
