@@ -150,7 +150,10 @@ X = torch.randn(6, 4)
         (lambda: la.linear_attention(X, torch.randn(6, 2), X), ValueError,
          r"q and k must have the same feature size, got q.shape\[-1\] = 4 and k.shape\[-1\] = 2"),
         (lambda: la.linear_attention(X, X, torch.randn(5, 4)), ValueError,
-         r"q, k and v must have the same number of positions .* got 6, 6 and 5"),
+         r"k and v must have the same number of positions, got k.shape\[-2\] = 6 and "
+         r"v.shape\[-2\] = 5"),
+        (lambda: la.linear_attention(torch.randn(5, 4), X, X), ValueError,
+         r"q, k and v must have the same number of positions .* got 5, 6 and 6"),
         (lambda: la.linear_attention(X.long(), X, X), TypeError,
          r"q must be a floating-point tensor"),
         (lambda: la.linear_attention(torch.ones(4), X, X), ValueError,
