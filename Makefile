@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-EXTRAS := test,lab
+EXTRAS := test,lab,browser
 
 .PHONY: lab test install lint unit notebooks clean
 
