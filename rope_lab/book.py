@@ -20,7 +20,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from rope_lab.course import NOTEBOOKS, REPOSITORY, colab_url
+from rope_lab.course import COLAB_CELL, NOTEBOOKS, REPOSITORY, colab_url
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -191,12 +191,21 @@ def render_page(notebook: Path, order: list[Path], pages: set[str], *,
     if run:
         execute(nb, notebook)
     freeze_widgets(nb)
+    # The Colab install cell does nothing for a reader of the static page.
+    if nb.cells and nb.cells[0].cell_type == "code" and nb.cells[0].source == COLAB_CELL:
+        nb.cells.pop(0)
     nav = navigation(notebook, order)
     nb.cells.insert(0, new_markdown_cell(nav))
     nb.cells.append(new_markdown_cell(nav))
     exporter = HTMLExporter(template_name="lab")
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": _title(notebook)}})
-    return rewrite_links(body, pages)
+    return rewrite_links(_without_requirejs(body), pages)
+
+
+def _without_requirejs(page: str) -> str:
+    """Drop the template's require.js: no output on these pages needs it (widgets are frozen),
+    and it would be a network request on every page view."""
+    return re.sub(r'<script src="[^"]*require(?:\.min)?\.js"></script>\s*', "", page)
 
 
 def render_markdown_page(markdown: str, title: str, pages: set[str]) -> str:
@@ -208,7 +217,7 @@ def render_markdown_page(markdown: str, title: str, pages: set[str]) -> str:
                              new_markdown_cell(markdown)])
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(
         nb, resources={"metadata": {"name": title}})
-    return rewrite_links(body, pages)
+    return rewrite_links(_without_requirejs(body), pages)
 
 
 def index_page(order: list[Path], extra_pages: dict[str, str]) -> str:
@@ -239,6 +248,7 @@ body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto;
 table {{ border-collapse: collapse; width: 100%; }}
 td, th {{ border-bottom: 1px solid #ddd; padding: .4rem .6rem; text-align: left;
           vertical-align: top; }}
+td:nth-child(3) {{ white-space: nowrap; }}
 </style></head><body>
 <h1>rope_lab: position encoding and RoPE, interactively</h1>
 <p>The notebooks of the course, executed, with their figures. The sliders only move when

@@ -77,23 +77,24 @@ def free_port() -> int:
 
 
 def copy_notebooks(root: Path) -> None:
-    """Copies of the course notebooks and the fixtures; a missing kernelspec is filled in
-    (JupyterLab would otherwise ask which kernel to use)."""
+    """Copy notebooks/ (with the data files notebooks read) and the fixtures under ``root``.
+
+    A notebook without a kernelspec gets one: JupyterLab would otherwise ask for a kernel.
+    """
     import nbformat
 
-    sources = [(path, root / "notebooks" / path.relative_to(ROOT / "notebooks"))
-               for path in (ROOT / "notebooks").rglob("*.ipynb")]
-    sources += [(path, root / "fixtures" / path.name) for path in HERE.glob("*.ipynb")]
-    for folder in (ROOT / "notebooks",):  # data files notebooks read (results JSON, …)
-        if folder.exists():
-            shutil.copytree(folder, root / "notebooks", dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints"))
-    for source, target in sources:
-        nb = nbformat.read(source, as_version=4)
-        nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3",
-                                              "language": "python"})
-        target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, target)
+    if (ROOT / "notebooks").exists():
+        shutil.copytree(ROOT / "notebooks", root / "notebooks", dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    for path in HERE.glob("*.ipynb"):
+        (root / "fixtures").mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, root / "fixtures" / path.name)
+    for path in root.rglob("*.ipynb"):
+        nb = nbformat.read(path, as_version=4)
+        if "kernelspec" not in nb.metadata:
+            nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                         "language": "python"}
+            nbformat.write(nb, path)
 
 
 @pytest.fixture(scope="session")

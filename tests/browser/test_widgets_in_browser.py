@@ -93,9 +93,11 @@ def _problems_on_page(page) -> list[str]:
 
 @pytest.mark.parametrize("name, served, label", WIDGET_NOTEBOOKS,
                          ids=[n for n, _, _ in WIDGET_NOTEBOOKS])
-def test_slider_redraws_in_browser(name, served, label, lab_url, browser_context):
+def test_slider_redraws_in_browser(name, served, label, request):
     if served.startswith("notebooks/") and not (ROOT / served).exists():
         pytest.skip(f"{served} does not exist yet (written on another branch)")
+    lab_url = request.getfixturevalue("lab_url")
+    browser_context = request.getfixturevalue("browser_context")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     stem = Path(name).stem
     console_errors: list[str] = []
