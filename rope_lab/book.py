@@ -172,10 +172,24 @@ def navigation(notebook: Path, order: list[Path]) -> str:
 def execute(nb, notebook: Path, *, timeout: int = 300):
     """Run every cell (in the notebook's folder) and keep the widget state."""
     from nbclient import NotebookClient
+    from nbclient.output_widget import OutputWidget
+
+    class CapturingOutput(OutputWidget):
+        """nbclient's stand-in for a front end's Output widget, minus the echo to the kernel.
+
+        nbclient sends the captured outputs back to the kernel on the shell channel while it
+        waits for the cell's reply on that same channel; now and then the reply then goes
+        unnoticed until the cell timeout (nbclient issue #312). A static page needs no echo:
+        the captured outputs still reach the saved widget state.
+        """
+
+        def sync_state(self):
+            pass
 
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                             store_widget_state=True,
                             resources={"metadata": {"path": str(notebook.parent)}})
+    client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = CapturingOutput
     client.execute()
     return nb
 

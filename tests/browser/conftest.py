@@ -41,13 +41,14 @@ CHROMIUM_FLAGS = [
 ]
 
 # JupyterLab settings for the run: no autosave (belt and braces: it serves copies anyway),
-# no news pop-up, and a notebook without a kernel picks the default one without asking.
+# no news pop-up, a notebook without a kernel picks the default one without asking, and
+# every cell stays in the page (no windowing: off-screen cells would have no text or layout).
 LAB_SETTINGS = {
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
         "fetchNews": "false", "checkForUpdates": False},
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
-        "autoStartDefaultKernel": True},
+        "autoStartDefaultKernel": True, "windowingMode": "none"},
 }
 
 

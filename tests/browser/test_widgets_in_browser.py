@@ -121,7 +121,8 @@ def test_slider_redraws_in_browser(name, served, label, request):
         assert not page.evaluate(NOT_RUN), f"{name}: cells {page.evaluate(NOT_RUN)} did not run"
 
         pattern = re.compile(label, re.IGNORECASE)
-        labels = page.locator(".widget-slider .widget-label").all_inner_texts()
+        labels = page.locator(".widget-slider .widget-label").evaluate_all(
+            "labels => labels.map(label => label.textContent)")
         matching = [i for i, text in enumerate(labels) if pattern.search(text.strip())]
         assert matching, f"{name}: no slider labelled /{label}/; sliders: {labels}"
         slider = page.locator(".widget-slider").nth(matching[0])
