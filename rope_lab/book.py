@@ -100,9 +100,14 @@ def freeze_widget(model_id: str, models: dict) -> list[dict]:
             images += [o["data"]["image/png"] for o in state.get("outputs", [])
                        if "image/png" in o.get("data", {})]
         elif state.get("description") and "value" in state:
-            settings.append(f"{state['description']} = {state['value']:g}"
-                            if isinstance(state["value"], float)
-                            else f"{state['description']} = {state['value']}")
+            value = state["value"]
+            settings.append(f"{state['description']} = "
+                            + (f"{value:g}" if isinstance(value, float) else f"{value}"))
+        elif state.get("description") and isinstance(state.get("index"), int):
+            # a dropdown saves the chosen index and the labels, not the value
+            labels = state.get("_options_labels", [])
+            if 0 <= state["index"] < len(labels):
+                settings.append(f"{state['description']} = {labels[state['index']]}")
     shown = f" Shown at {', '.join(settings)}." if settings else ""
     note = ("*Interactive panel: run the notebook (JupyterLab, VS Code or Colab) to move "
             f"its controls.{shown}*" if images else

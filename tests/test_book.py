@@ -78,9 +78,13 @@ def widget_notebook(with_output=True):
     state = {
         "box": {"model_name": "VBoxModel",
                 "state": {"children": ["IPY_MODEL_controls", "IPY_MODEL_out"]}},
-        "controls": {"model_name": "HBoxModel", "state": {"children": ["IPY_MODEL_base"]}},
+        "controls": {"model_name": "HBoxModel",
+                     "state": {"children": ["IPY_MODEL_base", "IPY_MODEL_dtype"]}},
         "base": {"model_name": "FloatLogSliderModel",
                  "state": {"description": "base", "value": 10000.0}},
+        "dtype": {"model_name": "DropdownModel",
+                  "state": {"description": "dtype", "index": 1,
+                            "_options_labels": ["float32", "bfloat16"]}},
         "out": {"model_name": "OutputModel", "state": {"outputs": [
             {"output_type": "display_data", "data": {"image/png": PNG_A}, "metadata": {}},
             {"output_type": "display_data", "data": {"image/png": PNG_B}, "metadata": {}},
@@ -100,7 +104,7 @@ def test_a_widget_becomes_its_last_figure_and_a_note_with_the_settings():
     assert book.freeze_widgets(nb) == 1
     outputs = nb.cells[0].outputs
     assert [o.data.get("image/png") for o in outputs] == [PNG_B, None]
-    assert "base = 10000" in outputs[1].data["text/markdown"]
+    assert "Shown at base = 10000, dtype = bfloat16." in outputs[1].data["text/markdown"]
     assert "widgets" not in nb.metadata
     assert not any(book.WIDGET_VIEW in o.get("data", {}) for o in outputs)
 
