@@ -71,6 +71,27 @@ def test_readme_colab_badges_match_the_notebooks():
     assert not present - links, f"notebooks without a README badge: {sorted(present - links)}"
 
 
+# Work in JupyterLab, Notebook 7, VS Code and Colab alike: no front-end-specific output.
+FRONT_END_SPECIFIC = re.compile(
+    r"%%?javascript|%matplotlib (?:widget|ipympl|notebook)|IPython\.display import .*Javascript"
+    r"|display\(Javascript|%%html")
+
+
+@pytest.mark.parametrize("path", course_files() + course_files("notebooks/solutions"),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_notebooks_need_no_front_end_specific_features(path):
+    cells = nbformat.read(path, as_version=4).cells
+    found = [(index, match[0]) for index, cell in enumerate(cells) if cell.cell_type == "code"
+             and (match := FRONT_END_SPECIFIC.search(cell.source))]
+    assert not found, f"{path.name}: cells using front-end-specific features: {found}"
+
+
+def test_the_front_end_check_catches_javascript():
+    assert FRONT_END_SPECIFIC.search("%%javascript\nalert(1)")
+    assert FRONT_END_SPECIFIC.search("%matplotlib widget")
+    assert not FRONT_END_SPECIFIC.search("%matplotlib inline\nwidgets.decay_panel()")
+
+
 # --- widgets → static figures ---------------------------------------------------------------
 
 def widget_notebook(with_output=True):
