@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import posixpath
 import re
 import shutil
 import sys
@@ -142,19 +143,28 @@ def freeze_widgets(nb) -> int:
 
 # --- links and navigation -------------------------------------------------------------------
 
-_HREF = re.compile(r'href="(?!https?:|mailto:|#)([^"#]*?\.ipynb)(#[^"]*)?"')
+# Relative links to files of the repository (notebooks link to each other, to the teaching
+# guide, to package modules); links to pages, anchors and other sites are left alone.
+_HREF = re.compile(r'href="(?!https?:|mailto:|#|data:)([^"#]*?\.(?:ipynb|md|py|json|txt|toml|yml))'
+                   r'(#[^"]*)?"')
 
 
 def rewrite_links(page: str, pages: set[str]) -> str:
-    """Links to notebooks with a page → that page; to other notebooks → the repository."""
+    """Point a page's links at the book's pages where there is one, else at the repository.
+
+    Links are written relative to ``notebooks/``, as in the notebooks and TEACHING.md.
+    """
 
     def replace(match):
-        target, anchor = match[1], match[2] or ""
-        name = target.rsplit("/", 1)[-1]
-        if "solutions/" not in target and name[:-len(".ipynb")] + ".html" in pages:
-            return f'href="{name[:-len(".ipynb")]}.html{anchor}"'
-        folder = "notebooks/solutions" if "solutions/" in target else "notebooks"
-        return f'href="{REPOSITORY}/blob/main/{folder}/{name}{anchor}"'
+        path = posixpath.normpath(posixpath.join("notebooks", match[1]))  # from the repo root
+        anchor = match[2] or ""
+        folder, name = posixpath.split(path)
+        stem = name.rsplit(".", 1)[0]
+        if folder == "notebooks" and name.endswith(".ipynb") and f"{stem}.html" in pages:
+            return f'href="{stem}.html{anchor}"'
+        if path == "notebooks/TEACHING.md" and "teaching.html" in pages:
+            return f'href="teaching.html{anchor}"'
+        return f'href="{REPOSITORY}/blob/main/{path}{anchor}"'
 
     return _HREF.sub(replace, page)
 

@@ -150,13 +150,18 @@ def test_links_between_notebooks_point_at_pages_or_the_repository():
     page = ('<a href="03_rope_in_2d.ipynb#the-derivation">x</a>'
             '<a href="./04_rope_in_d_dimensions.ipynb">y</a>'
             '<a href="solutions/03_rope_in_2d_solutions.ipynb">z</a>'
-            '<a href="https://example.org/a.ipynb">w</a><a href="#top">v</a>')
-    out = book.rewrite_links(page, {"03_rope_in_2d.html"})
+            '<a href="https://example.org/a.ipynb">w</a><a href="#top">v</a>'
+            '<a href="TEACHING.md#before-class">t</a><a href="../README.md">r</a>'
+            '<a href="../rope_lab/decay.py">d</a>')
+    out = book.rewrite_links(page, {"03_rope_in_2d.html", "teaching.html"})
     assert 'href="03_rope_in_2d.html#the-derivation"' in out
     assert f'href="{REPOSITORY}/blob/main/notebooks/04_rope_in_d_dimensions.ipynb"' in out
     assert (f'href="{REPOSITORY}/blob/main/notebooks/solutions/'
             '03_rope_in_2d_solutions.ipynb"') in out
     assert 'href="https://example.org/a.ipynb"' in out and 'href="#top"' in out
+    assert 'href="teaching.html#before-class"' in out
+    assert f'href="{REPOSITORY}/blob/main/README.md"' in out
+    assert f'href="{REPOSITORY}/blob/main/rope_lab/decay.py"' in out
 
 
 def test_navigation_links_previous_next_and_the_map():
