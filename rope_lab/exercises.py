@@ -15,14 +15,18 @@ import traceback
 
 import torch
 
-# exercise id ("05.1") → passed?
+# exercise id ("05.1") → passed? Titles and the last feedback are kept for summary().
 _results: dict[str, bool] = {}
+_titles: dict[str, str] = {}
+_feedback: dict[str, str] = {}
 
 
 def report(exercise: str, title: str, failure: str | None) -> bool:
     """Record and print the verdict for one exercise. ``failure`` None means passed."""
     passed = failure is None
     _results[exercise] = passed
+    _titles[exercise] = title
+    _feedback[exercise] = failure or ""
     if passed:
         print(f"✔ Exercise {exercise} ({title}): passed")
     else:
@@ -58,15 +62,46 @@ def compare(answer, expected, *, atol: float, what: str) -> str | None:
     return None
 
 
-def summary(prefix: str = "") -> dict[str, bool]:
-    """Print and return the exercises graded so far (those whose id starts with ``prefix``)."""
+def _notebook_title(number: str) -> str:
+    from rope_lab.course import NOTEBOOKS
+
+    titles = {n.filename[:2]: n.title for n in NOTEBOOKS}
+    return f"notebook {number}: {titles[number]}" if number in titles else f"notebook {number}"
+
+
+def summary(prefix: str | int = "") -> dict[str, bool]:
+    """Print which exercises passed in this session, grouped by notebook, ready to paste.
+
+    ``prefix`` picks exercises by id: ``"05"`` or ``5`` for notebook 05, ``""`` for all.
+    A failed exercise shows its last feedback line, so a post asking for help says what
+    went wrong. Returns exercise id → passed.
+    """
+    if isinstance(prefix, int):
+        prefix = f"{prefix:02d}."
     chosen = {k: v for k, v in sorted(_results.items()) if k.startswith(prefix)}
     if not chosen:
-        print("No exercises graded yet in this session.")
-    for exercise, passed in chosen.items():
-        print(f"{'✔' if passed else '✘'} {exercise}")
-    if chosen:
-        print(f"{sum(chosen.values())} of {len(chosen)} passed")
+        print("No exercises graded yet in this session"
+              + (f" for {prefix!r}." if prefix else ".")
+              + " Run the exercise cells (each calls a check_… function), then summary() again.")
+        return chosen
+    from rope_lab import __version__
+
+    lines = [f"rope_lab {__version__} exercises, torch {torch.__version__}"]
+    by_notebook: dict[str, list[str]] = {}
+    for exercise in chosen:
+        by_notebook.setdefault(exercise.split(".")[0], []).append(exercise)
+    for number, exercises in by_notebook.items():
+        passed = sum(chosen[e] for e in exercises)
+        lines.append(f"{_notebook_title(number)} ({passed} of {len(exercises)} passed)")
+        for exercise in exercises:
+            mark = "✔" if chosen[exercise] else "✘"
+            line = f"  {mark} {exercise} {_titles.get(exercise, '')}".rstrip()
+            if not chosen[exercise] and _feedback.get(exercise):
+                line += f": {_feedback[exercise]}"
+            lines.append(line)
+    if len(by_notebook) > 1:
+        lines.append(f"total: {sum(chosen.values())} of {len(chosen)} passed")
+    print("\n".join(lines))
     return chosen
 
 

@@ -1,0 +1,205 @@
+"""rope_lab.book (the static site of `make book`) and the Colab links of README and notebooks."""
+
+import base64
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from rope_lab import book
+from rope_lab.course import COLAB_CELL, NOTEBOOKS, REPOSITORY, colab_url
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "browser" / "widget_fixture.ipynb"
+PNG_A = base64.b64encode(b"\x89PNG first").decode()
+PNG_B = base64.b64encode(b"\x89PNG second").decode()
+
+
+# --- Colab: README badges and the install cell ----------------------------------------------
+
+def course_files(folder="notebooks"):
+    return sorted((ROOT / folder).glob("*.ipynb"))
+
+
+def test_readme_badge_table_has_one_colab_link_per_notebook():
+    table = book.readme_badges()
+    rows = table.splitlines()[2:]
+    assert len(rows) == len(NOTEBOOKS)
+    for row, notebook in zip(rows, NOTEBOOKS, strict=True):
+        assert f"]({colab_url(notebook.filename)})" in row
+        assert f"`{notebook.filename}`" in row and book.COLAB_BADGE in row
+
+
+def test_colab_url_and_install_cell_use_the_one_repository():
+    owner_and_name = REPOSITORY.removeprefix("https://github.com/")
+    for notebook in NOTEBOOKS:
+        assert colab_url(notebook.filename) == (
+            "https://colab.research.google.com/github/"
+            f"{owner_and_name}/blob/main/notebooks/{notebook.filename}")
+    assert COLAB_CELL.count(REPOSITORY) == 1
+    assert 'if "google.colab" in sys.modules:' in COLAB_CELL  # a no-op everywhere else
+
+
+def test_runtime_requirements_accept_colab_torch_and_ipywidgets_7():
+    tomllib = pytest.importorskip("tomllib")
+    from packaging.requirements import Requirement
+
+    requirements = {Requirement(r).name: Requirement(r).specifier for r in tomllib.loads(
+        (ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    assert requirements["ipywidgets"].contains("7.7.1")
+    assert requirements["torch"].contains("2.1.0")
+
+
+@pytest.mark.parametrize("path", course_files() + course_files("notebooks/solutions"),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_notebook_starts_with_the_colab_install_cell(path):
+    first = nbformat.read(path, as_version=4).cells[0]
+    assert first.cell_type == "code" and first.source == COLAB_CELL, (
+        f"{path.name}: the first cell must be exactly rope_lab.course.COLAB_CELL")
+
+
+def test_readme_colab_badges_match_the_notebooks():
+    readme = (ROOT / "README.md").read_text()
+    links = set(re.findall(r"https://colab\.research\.google\.com/github/[^)\s\"]+", readme))
+    if not links:
+        pytest.skip("README has no Colab badges yet: paste `python -m rope_lab.book --badges`")
+    expected = {colab_url(n.filename) for n in NOTEBOOKS}
+    assert not links - expected, f"README Colab links to no notebook: {sorted(links - expected)}"
+    present = {colab_url(p.name) for p in course_files()}
+    assert not present - links, f"notebooks without a README badge: {sorted(present - links)}"
+
+
+# Work in JupyterLab, Notebook 7, VS Code and Colab alike: no front-end-specific output.
+FRONT_END_SPECIFIC = re.compile(
+    r"%%?javascript|%matplotlib (?:widget|ipympl|notebook)|IPython\.display import .*Javascript"
+    r"|display\(Javascript|%%html")
+
+
+@pytest.mark.parametrize("path", course_files() + course_files("notebooks/solutions"),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_notebooks_need_no_front_end_specific_features(path):
+    cells = nbformat.read(path, as_version=4).cells
+    found = [(index, match[0]) for index, cell in enumerate(cells) if cell.cell_type == "code"
+             and (match := FRONT_END_SPECIFIC.search(cell.source))]
+    assert not found, f"{path.name}: cells using front-end-specific features: {found}"
+
+
+def test_the_front_end_check_catches_javascript():
+    assert FRONT_END_SPECIFIC.search("%%javascript\nalert(1)")
+    assert FRONT_END_SPECIFIC.search("%matplotlib widget")
+    assert not FRONT_END_SPECIFIC.search("%matplotlib inline\nwidgets.decay_panel()")
+
+
+# --- widgets → static figures ---------------------------------------------------------------
+
+def widget_notebook(with_output=True):
+    """A notebook whose one cell shows a Panel-like widget: VBox(HBox(slider), Output)."""
+    state = {
+        "box": {"model_name": "VBoxModel",
+                "state": {"children": ["IPY_MODEL_controls", "IPY_MODEL_out"]}},
+        "controls": {"model_name": "HBoxModel",
+                     "state": {"children": ["IPY_MODEL_base", "IPY_MODEL_dtype"]}},
+        "base": {"model_name": "FloatLogSliderModel",
+                 "state": {"description": "base", "value": 10000.0}},
+        "dtype": {"model_name": "DropdownModel",
+                  "state": {"description": "dtype", "index": 1,
+                            "_options_labels": ["float32", "bfloat16"]}},
+        "out": {"model_name": "OutputModel", "state": {"outputs": [
+            {"output_type": "display_data", "data": {"image/png": PNG_A}, "metadata": {}},
+            {"output_type": "display_data", "data": {"image/png": PNG_B}, "metadata": {}},
+        ] if with_output else []}},
+    }
+    cell = new_code_cell("panel", outputs=[new_output("display_data", data={
+        book.WIDGET_VIEW: {"model_id": "box", "version_major": 2, "version_minor": 0},
+        "text/plain": "VBox(...)"})])
+    nb = new_notebook(cells=[cell])
+    nb.metadata["widgets"] = {book.WIDGET_STATE: {"state": state, "version_major": 2,
+                                                  "version_minor": 0}}
+    return nb
+
+
+def test_a_widget_becomes_its_last_figure_and_a_note_with_the_settings():
+    nb = widget_notebook()
+    assert book.freeze_widgets(nb) == 1
+    outputs = nb.cells[0].outputs
+    assert [o.data.get("image/png") for o in outputs] == [PNG_B, None]
+    assert "Shown at base = 10000, dtype = bfloat16." in outputs[1].data["text/markdown"]
+    assert "widgets" not in nb.metadata
+    assert not any(book.WIDGET_VIEW in o.get("data", {}) for o in outputs)
+
+
+def test_a_widget_without_a_figure_becomes_a_note():
+    nb = widget_notebook(with_output=False)
+    book.freeze_widgets(nb)
+    (note,) = nb.cells[0].outputs
+    assert "no static figure" in note.data["text/markdown"]
+
+
+def test_a_widget_whose_state_was_not_saved_becomes_a_note():
+    nb = widget_notebook()
+    nb.metadata.pop("widgets")
+    book.freeze_widgets(nb)
+    assert [set(o.data) for o in nb.cells[0].outputs] == [{"text/markdown", "text/plain"}]
+
+
+# --- links and pages ------------------------------------------------------------------------
+
+def test_links_between_notebooks_point_at_pages_or_the_repository():
+    page = ('<a href="03_rope_in_2d.ipynb#the-derivation">x</a>'
+            '<a href="./04_rope_in_d_dimensions.ipynb">y</a>'
+            '<a href="solutions/03_rope_in_2d_solutions.ipynb">z</a>'
+            '<a href="https://example.org/a.ipynb">w</a><a href="#top">v</a>'
+            '<a href="TEACHING.md#before-class">t</a><a href="../README.md">r</a>'
+            '<a href="../rope_lab/decay.py">d</a>')
+    out = book.rewrite_links(page, {"03_rope_in_2d.html", "teaching.html"})
+    assert 'href="03_rope_in_2d.html#the-derivation"' in out
+    assert f'href="{REPOSITORY}/blob/main/notebooks/04_rope_in_d_dimensions.ipynb"' in out
+    assert (f'href="{REPOSITORY}/blob/main/notebooks/solutions/'
+            '03_rope_in_2d_solutions.ipynb"') in out
+    assert 'href="https://example.org/a.ipynb"' in out and 'href="#top"' in out
+    assert 'href="teaching.html#before-class"' in out
+    assert f'href="{REPOSITORY}/blob/main/README.md"' in out
+    assert f'href="{REPOSITORY}/blob/main/rope_lab/decay.py"' in out
+
+
+def test_navigation_links_previous_next_and_the_map():
+    order = [Path(n.filename) for n in NOTEBOOKS[:3]]
+    first, middle, last = (book.navigation(p, order) for p in order)
+    assert "←" not in first and "01_attention_without_position.html" in first
+    assert "00_start_here.html" in middle and "02_absolute_position_encodings.html" in middle
+    assert "→" not in last and "index.html" in last
+
+
+def test_problems_finds_errors_missing_pages_and_broken_links(tmp_path):
+    path = tmp_path / "broken.ipynb"
+    nbformat.write(new_notebook(cells=[
+        new_markdown_cell("[elsewhere](missing.html)"),
+        new_code_cell("1 / 0", outputs=[new_output(
+            "error", ename="ZeroDivisionError", evalue="division by zero", traceback=[])]),
+    ]), path)
+    out = tmp_path / "book"
+    book.build(out, [path], run=False, teaching=None, log=lambda _: None)
+    found = book.problems(out, [path, tmp_path / "absent.ipynb"])
+    assert "broken.html: shows an error or stderr output" in found
+    assert "broken.html: broken link missing.html" in found
+    assert "absent.ipynb: no page absent.html" in found
+
+
+def test_the_book_of_the_course(tmp_path):
+    """`make book` on every notebook there is (the widget fixture while there are none)."""
+    notebooks = book.course_notebooks() or [FIXTURE]
+    out = tmp_path / "book"
+    book.build(out, notebooks, log=lambda _: None)
+    assert book.problems(out, notebooks) == []
+    index = (out / "index.html").read_text()
+    for notebook in notebooks:
+        page = (out / book.page_name(notebook)).read_text()
+        assert f'href="{book.page_name(notebook)}"' in index
+        assert book.WIDGET_VIEW not in page, f"{notebook.name}: a widget was not frozen"
+        if notebook == FIXTURE:
+            # the static figure and the frozen panel
+            assert len(re.findall(r"<img[^>]*src=\"data:image/png;base64,", page)) == 2
+    if (ROOT / "notebooks" / "TEACHING.md").exists():
+        assert (out / "teaching.html").exists()
