@@ -34,3 +34,12 @@ def test_slider_kinds():
     assert widgets.slider("log", "base", 1e4, 0, 6).value == pytest.approx(1e4)
     with pytest.raises(ValueError, match="kind must be one of"):
         widgets.slider("exp", "x", 1, 0, 2)
+
+
+def test_panel_reuses_the_constrained_layout_of_its_first_draw():
+    panel = widgets.Panel(_line, {"slope": widgets.slider("float", "slope", 1.0, -2.0, 2.0)})
+    first = panel.figure.axes[0].get_position().bounds
+    panel.set(slope=-1.5)
+    assert not widgets._uses_constrained_layout(panel.figure)
+    assert panel.figure.axes[0].get_position().bounds == pytest.approx(first)
+    assert list(panel.figure.axes[0].lines[0].get_ydata())[-1] == -6.0
