@@ -65,9 +65,19 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, width: float = 8.0, height: fl
 
 
 def render_png(figure: Figure) -> bytes:
-    """The PNG bytes a notebook would show for ``figure`` (used by widgets and tests)."""
+    """The PNG bytes of ``figure`` at its own dpi (used by widgets, the book and tests).
+
+    One Agg draw, then PNG encoding. ``savefig`` would draw twice whenever the figure has a
+    layout engine (once to lay out, once to render); a slider redraw cannot afford that.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()  # a constrained layout, if any, runs inside this one draw
+    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
+    image.save(buffer, format="png", compress_level=1)  # fast; widgets swap it right away
     return buffer.getvalue()
 
 
