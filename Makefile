@@ -11,8 +11,9 @@ EXTRAS := test,lab,models,browser
 
 .PHONY: lab test install lint unit notebooks browser chromium book clean
 
+# Jupyter refuses to run as root without --allow-root (containers, CI images).
 lab: install
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 test: install lint unit notebooks browser
 
