@@ -174,9 +174,9 @@ def _default_path_name(x, layout) -> str:
         return "Triton kernel"
     if layout == "interleaved" and x.dtype in (torch.float32, torch.float64):
         return "one complex multiply"
-    if x.dtype == torch.float32 and not fast._blocking_pays(x):
+    if not fast._blocking_pays(x):
         return "three whole-tensor kernels"
-    return "three kernels per cache-sized block"
+    return f"three kernels per {fast._block_bytes() >> 20} MiB block"
 
 
 def _dense_result(x, layout, clone_seconds, device, repeats) -> Result:

@@ -15,9 +15,9 @@ bring it back to about one read and one write:
    rotation, reading x once and writing straight into the output (``out=``).
 2. half layout (and every dtype that needs a conversion): three kernels
    (out = x·cos, out_a −= b·sin, out_b += a·sin), the first one a plain multiply over whole
-   rows. On a single CPU thread they run on one block of rows at a time, small enough to
-   stay in the cache, so main memory sees one read of x and one write of out. With several
-   threads they run on the whole tensor: fewer kernels, fewer waits for the slowest thread.
+   rows. On a CPU they run on one block of rows at a time (1 MiB per block on one thread,
+   4 MiB on several), small enough to stay in the cache, so main memory sees one read of x
+   and one write of out.
 3. CUDA: one Triton kernel (:mod:`rope_lab._triton_rope`) loads a block of rows, rotates it
    in registers and stores it. Used when Triton is installed; the eager paths run otherwise.
 
@@ -35,11 +35,14 @@ import weakref
 
 import torch
 
-# Block size for the eager half-layout path: x block + out block should stay in the CPU's
-# L2/L3 cache while the three kernels pass over it (1 MiB of x is one head of 2048 tokens ×
-# 128 features in float32). Smaller blocks mean more kernel launches, and each launch waits
-# for every intra-op thread, which a busy machine makes expensive.
+# Block size for the eager half-layout path, per intra-op CPU thread: x block + out block
+# should stay in cache while the three kernels pass over it (1 MiB of x is one head of 2048
+# tokens × 128 features in float32). Smaller blocks mean more kernel launches, and with
+# several threads each launch ends by waiting for all of them. Measured on 2 quiet cores,
+# (1, 32, 2048, 128) float32: 1 MiB blocks on one thread, 4 MiB on two, were the fastest
+# (1.25-1.30 and 1.20-1.27 × clone); whole-tensor kernels on two threads 1.40-1.49 ×.
 BLOCK_BYTES = 1 << 20
+MULTI_THREAD_BLOCK_BYTES = 4 << 20
 
 # Devices the eager fast path is written for; others (MPS, XLA …) use the reference.
 _FAST_DEVICES = ("cpu", "cuda")
@@ -135,7 +138,7 @@ def _rotate_in_blocks(x, cos, sin, layout, out, compute, in_place):
     direct = out.dtype == compute and not in_place
     row_bytes = x.shape[-1] * compute.itemsize
     # A scratch block must stay small ("no extra memory"), so those paths always use blocks.
-    block_bytes = BLOCK_BYTES if not direct or _blocking_pays(x) else math.inf
+    block_bytes = _block_bytes() if not direct or _blocking_pays(x) else math.inf
     blocks = list(_blocks(batch, row_bytes, block_bytes))
     scratch = None
     if not direct:
@@ -152,12 +155,16 @@ def _rotate_in_blocks(x, cos, sin, layout, out, compute, in_place):
 
 
 def _blocking_pays(x) -> bool:
-    """Blocks pay on a CPU running one thread. With several intra-op threads every kernel
-    ends by waiting for all of them, and on a busy machine one descheduled thread stalls
-    that wait for a whole time slice: measured on 2 shared cores, 32 blocks × 3 kernels ran
-    3-4 × slower than 3 whole-tensor kernels. On a GPU (no Triton) blocks only add launches.
+    """Blocks pay on a CPU (caches shared by the three kernels); on a GPU without Triton
+    they only add launches. On a heavily oversubscribed machine multi-threaded blocks can
+    stall (every kernel waits for a descheduled thread); ``torch.set_num_threads(1)`` is
+    then the faster setting.
     """
-    return x.device.type == "cpu" and torch.get_num_threads() == 1
+    return x.device.type == "cpu"
+
+
+def _block_bytes() -> int:
+    return BLOCK_BYTES if torch.get_num_threads() == 1 else MULTI_THREAD_BLOCK_BYTES
 
 
 def _rotate_block(x, cos_both, sin, layout, out):

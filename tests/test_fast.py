@@ -53,6 +53,7 @@ def test_default_shape_paths_equal_reference(device, layout, dtype):
 def test_blocked_path_many_blocks(device, layout, monkeypatch):
     """Tiny blocks force the loop over blocks, including a ragged last block."""
     monkeypatch.setattr(fast, "BLOCK_BYTES", 3 * 16 * 8)
+    monkeypatch.setattr(fast, "_block_bytes", lambda: 3 * 16 * 8)
     monkeypatch.setattr(fast, "_blocking_pays", lambda x: True)
     x = torch.randn(3, 5, 7, 16, device=device, dtype=torch.float64)
     cos, sin = tables(7, 16, device, torch.float64)
@@ -258,13 +259,14 @@ def test_derived_tables_are_dropped_with_their_source():
     assert key not in fast._derived_cache
 
 
-def test_blocks_only_on_one_cpu_thread():
+def test_blocks_on_cpu_sized_by_thread_count():
     x = torch.randn(2, 3)
+    assert fast._blocking_pays(x)
     previous = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        assert fast._blocking_pays(x)
+        assert fast._block_bytes() == fast.BLOCK_BYTES
         torch.set_num_threads(2)
-        assert not fast._blocking_pays(x)
+        assert fast._block_bytes() == fast.MULTI_THREAD_BLOCK_BYTES
     finally:
         torch.set_num_threads(previous)
