@@ -119,7 +119,28 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
 
 
 def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size) -> None:
-    """positions must broadcast to x.shape[:-1] without enlarging it."""
+    """positions: one per token, ``(seq,)`` or a full ``x.shape[:-1]``-shaped broadcast.
+
+    Plain broadcasting would accept two shapes that are almost always mistakes and give a
+    silently wrong answer: a single position for many tokens, and Hugging Face-style
+    ``(batch, seq)`` positions against ``(batch, heads, seq, dim)`` queries, which align with
+    the *heads* dimension when batch == heads.
+    """
+    seq = batch_shape[-1]
+    if positions.ndim == 0 or positions.shape[-1] != seq:
+        got = "a single position" if positions.ndim == 0 else f"{positions.shape[-1]} positions"
+        raise ValueError(
+            f"positions of shape {tuple(positions.shape)} give {got} for {seq} tokens; "
+            f"expected one position per token: shape ({seq},) or one that broadcasts to "
+            f"x.shape[:-1] = {tuple(batch_shape)}"
+        )
+    if 1 < positions.ndim < len(batch_shape):
+        example = "positions[:, None, :]" if len(batch_shape) == 3 else "positions[..., None, :]"
+        raise ValueError(
+            f"positions of shape {tuple(positions.shape)} are ambiguous for x.shape[:-1] = "
+            f"{tuple(batch_shape)}: give them {len(batch_shape)} dimensions (for (batch, seq) "
+            f"positions and (batch, heads, seq, dim) x use {example}) or shape ({seq},)"
+        )
     try:
         shape = torch.broadcast_shapes(positions.shape, batch_shape)
     except RuntimeError:
@@ -127,7 +148,7 @@ def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size) -> N
     if shape != batch_shape:
         raise ValueError(
             f"positions of shape {tuple(positions.shape)} do not broadcast to x.shape[:-1] = "
-            f"{tuple(batch_shape)}; expected a shape like ({batch_shape[-1]},) or one that "
+            f"{tuple(batch_shape)}; expected a shape like ({seq},) or one that "
             f"broadcasts to {tuple(batch_shape)}"
         )
 
@@ -140,8 +161,11 @@ def check_inv_freq(inv_freq, expected_len: int) -> torch.Tensor:
             f"inv_freq must have shape ({expected_len},) (one frequency per rotated pair), "
             f"got shape {tuple(inv_freq.shape)}"
         )
-    if not inv_freq.is_floating_point():
-        raise TypeError(f"inv_freq must be a floating-point tensor, got dtype {inv_freq.dtype}")
+    if inv_freq.dtype not in (torch.float32, torch.float64):
+        raise TypeError(
+            f"inv_freq must be float32 or float64 (16-bit frequencies put whole radians of "
+            f"error into m·θ_i at long positions), got dtype {inv_freq.dtype}"
+        )
     if not bool(torch.isfinite(inv_freq).all()):
         raise ValueError("inv_freq must all be finite, found a non-finite value")
     return inv_freq

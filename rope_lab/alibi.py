@@ -29,7 +29,13 @@ def alibi_slopes(n_heads: int, *, device=None, dtype=torch.float32) -> torch.Ten
         ``(n_heads,)`` tensor, slopes in (0, 1).
     """
     _validate.check_positive_int(n_heads, "n_heads")
+    _check_float_dtype(dtype)
     return torch.tensor(_slopes(n_heads), dtype=torch.float64, device=device).to(dtype)
+
+
+def _check_float_dtype(dtype) -> None:
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype}")
 
 
 def _slopes(n_heads: int) -> list[float]:
@@ -51,6 +57,7 @@ def alibi_bias(seq_len: int, n_heads: int, *, device=None,
         ``(n_heads, seq_len, seq_len)`` tensor.
     """
     _validate.check_positive_int(seq_len, "seq_len")
+    _check_float_dtype(dtype)
     slopes = alibi_slopes(n_heads, device=device, dtype=torch.float64)
     positions = torch.arange(seq_len, device=device, dtype=torch.float64)
     distance = (positions[:, None] - positions[None, :]).abs()

@@ -43,7 +43,8 @@ def causal_mask(seq_q: int, seq_k: int | None = None, *, device=None) -> torch.T
 
     When ``seq_k > seq_q`` the queries are the last ``seq_q`` positions (as with a KV cache).
     """
-    seq_k = seq_q if seq_k is None else seq_k
+    _validate.check_positive_int(seq_q, "seq_q")
+    seq_k = seq_q if seq_k is None else _validate.check_positive_int(seq_k, "seq_k")
     offset = seq_k - seq_q
     rows = torch.arange(seq_q, device=device)[:, None]
     cols = torch.arange(seq_k, device=device)[None, :]
@@ -71,4 +72,8 @@ def _additive_mask(mask, scores: torch.Tensor) -> torch.Tensor:
         return torch.where(mask, scores.new_zeros(()), blocked)
     if not mask.is_floating_point():
         raise TypeError(f"mask must be bool or floating point, got dtype {mask.dtype}")
+    if bool(torch.isnan(mask).any()):
+        raise ValueError("mask contains NaN; use -inf to block a key and 0 to allow it")
+    if bool(torch.isneginf(mask).all(dim=-1).any()):
+        raise ValueError("mask blocks every key for some query; its softmax would be NaN")
     return mask.to(scores.dtype)

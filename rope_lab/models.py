@@ -95,10 +95,17 @@ class TinyTransformer(nn.Module):
         self.tokens = nn.Embedding(vocab_size, dim)
         if position == "learned":
             self.learned = LearnedPositionalEmbedding(max_len, dim)
+        self.base = base
         self.register_buffer("inv_freq", inv_freq(self.head_dim, base), persistent=False)
         self.blocks = nn.ModuleList(Block(dim, n_heads) for _ in range(n_layers))
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab_size, bias=False)
+
+    def _apply(self, fn, recurse=True):
+        # .half() / .to(torch.bfloat16) must not round the rotation speeds: rebuild in float32.
+        super()._apply(fn, recurse)
+        self.inv_freq = inv_freq(self.head_dim, self.base, device=self.inv_freq.device)
+        return self
 
     def forward(self, tokens: torch.Tensor, *, inv_freq: torch.Tensor | None = None,
                 attention_factor: float = 1.0) -> torch.Tensor:

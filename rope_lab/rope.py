@@ -26,6 +26,9 @@ from torch import nn
 from rope_lab import _validate, fast
 
 DEFAULT_BASE = 10000.0
+# RotaryEmbedding grows its cos/sin cache on demand up to this many positions (or twice its
+# current size); positions beyond are computed on the fly.
+MAX_AUTO_CACHE = 1 << 16
 
 
 def inv_freq(dim: int, base: float = DEFAULT_BASE, *, device=None, dtype=torch.float32):
@@ -364,6 +367,16 @@ class RotaryEmbedding(nn.Module):
             f"max_seq_len={self.max_seq_len}"
         )
 
+    def _apply(self, fn, recurse=True):
+        # Module casts (.half(), .to(torch.bfloat16)) would round the frequencies and the
+        # cos/sin cache to 16 bits; angles stay float32, so rebuild both after any move/cast.
+        super()._apply(fn, recurse)
+        device = self.inv_freq.device
+        self.inv_freq = inv_freq(self.dim, self.base, device=device)
+        if self.cos_cached.dtype != torch.float32 or self.cos_cached.device != device:
+            self._build_cache(self.cos_cached.shape[0], device)
+        return self
+
     def _build_cache(self, length: int, device) -> None:
         freqs = self.inv_freq.to(device)
         angles = rope_angles(torch.arange(length, device=device), freqs)
@@ -387,7 +400,9 @@ class RotaryEmbedding(nn.Module):
         integral = not positions.is_floating_point()
         if integral and positions.numel() and self.max_seq_len is None:
             needed = int(positions.max()) + 1
-            if cached < needed <= 1 << 20:
+            # Grow the cache for ordinary lengths only: one far position (say 10^6) must not
+            # allocate a table of 10^6 rows; such positions are computed on the fly.
+            if cached < needed <= max(2 * cached, MAX_AUTO_CACHE):
                 self._build_cache(needed, device)
                 cached = needed
         if integral and (positions.numel() == 0 or (
@@ -411,11 +426,19 @@ class RotaryEmbedding(nn.Module):
                     f"q has {q.shape[-2]} positions and k has {k.shape[-2]}; pass positions "
                     "explicitly when they differ"
                 )
-            positions = torch.arange(q.shape[-2], device=q.device)
         else:
             positions = _validate.as_positions(positions, device=q.device)
             _validate.check_positions_shape(positions, q.shape[:-1])
             _validate.check_positions_shape(positions, k.shape[:-1])
         wide = torch.float64 in (q.dtype, k.dtype)
+        if positions is None and not wide:
+            # The common call: positions 0 … seq − 1, a slice of the cache, no device sync.
+            seq = q.shape[-2]
+            if self.cos_cached.shape[0] < seq or self.cos_cached.device != q.device:
+                self._build_cache(max(seq, self.cos_cached.shape[0]), q.device)
+            cos, sin = self.cos_cached[:seq], self.sin_cached[:seq]
+            return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)
+        if positions is None:
+            positions = torch.arange(q.shape[-2], device=q.device)
         cos, sin = self.cos_sin(positions, torch.float64 if wide else torch.float32)
         return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)

@@ -49,3 +49,10 @@ def test_bias_is_translation_invariant_so_it_extends_to_any_length():
 def test_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_integer_or_bool_dtypes_are_refused():
+    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+        alibi.alibi_slopes(8, dtype=torch.int64)
+    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+        alibi.alibi_bias(3, 2, dtype=torch.bool)

@@ -1,5 +1,8 @@
 """attention(): matches torch's SDPA; order-blind without position information."""
 
+import math
+
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -35,3 +38,17 @@ def test_permutation_equivariance_without_positions():
 
 def test_causal_mask_with_cache_offset():
     assert rl.causal_mask(2, 4).tolist() == [[True, True, True, False], [True, True, True, True]]
+
+
+def test_masks_that_would_give_nan_are_refused():
+    q = torch.randn(4, 8)
+    blocked_row = torch.zeros(4, 4)
+    blocked_row[3] = -math.inf
+    with pytest.raises(ValueError, match="mask blocks every key for some query"):
+        rl.attention(q, q, q, mask=blocked_row)
+    with pytest.raises(ValueError, match="mask contains NaN"):
+        rl.attention(q, q, q, mask=torch.full((4, 4), float("nan")))
+    with pytest.raises(TypeError, match="seq_q must be an int, got 3.5"):
+        rl.causal_mask(3.5)
+    with pytest.raises(ValueError, match="seq_k must be a positive integer, got -1"):
+        rl.causal_mask(3, -1)

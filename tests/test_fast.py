@@ -270,3 +270,16 @@ def test_blocks_on_cpu_sized_by_thread_count():
         assert fast._block_bytes() == fast.MULTI_THREAD_BLOCK_BYTES
     finally:
         torch.set_num_threads(previous)
+
+
+def test_inference_mode_with_explicit_positions_and_frequencies():
+    x = torch.randn(2, 5, 8)
+    expected = rl.apply_rope(x, torch.arange(5) + 3)
+    with torch.inference_mode():
+        torch.testing.assert_close(rl.apply_rope(x, torch.arange(5) + 3), expected)
+        torch.testing.assert_close(
+            rl.apply_rope(x, inv_freq=rl.inv_freq(8), layout="interleaved"),
+            rl.apply_rope(x, layout="interleaved"),
+        )
+        q, _ = rl.RotaryEmbedding(8)(x, x)
+        torch.testing.assert_close(q, rl.apply_rope(x))

@@ -51,5 +51,5 @@ def test_references_validate_their_input():
         rl.apply_rope_complex(torch.ones(2, 4, dtype=torch.int64))
     with pytest.raises(ValueError, match="x.shape\\[-1\\] must be a positive even integer"):
         rl.apply_rope_rotate_half(torch.ones(2, 5))
-    with pytest.raises(ValueError, match="do not broadcast"):
+    with pytest.raises(ValueError, match="expected one position per token"):
         rl.apply_rope_dense(torch.ones(3, 4), torch.arange(4))

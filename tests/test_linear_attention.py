@@ -163,7 +163,7 @@ X = torch.randn(6, 4)
         (lambda: la.linear_attention(torch.randn(6, 3), torch.randn(6, 3), X, rope=True),
          ValueError, r"x.shape\[-1\] must be a positive even integer .* got 3"),
         (lambda: la.linear_attention(X, X, X, rope=True, positions=torch.arange(5)), ValueError,
-         r"positions of shape \(5,\) do not broadcast"),
+         r"positions of shape \(5,\) give 5 positions for"),
         (lambda: la.linear_attention_weights(X, torch.randn(5, 4)), ValueError,
          r"same number of positions"),
         (lambda: la.measure_seconds([0]), ValueError, r"length must be a positive integer, got 0"),

@@ -82,3 +82,8 @@ def test_learned_table_rejects_positions_past_it():
 def test_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_bfloat16_model_keeps_float32_rotation_speeds():
+    model = models.TinyTransformer(10, position="rope").to(torch.bfloat16)
+    assert model.inv_freq.dtype == torch.float32

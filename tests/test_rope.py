@@ -261,3 +261,23 @@ class TestRotaryEmbedding:
 def test_python_float_positions_keep_double_precision():
     matrix = rl.rope_matrix(math.pi / 4, 2, dtype=torch.float64)
     assert abs(matrix[0, 0].item() - math.cos(math.pi / 4)) < 1e-15
+
+
+def test_module_casts_keep_float32_frequencies_and_cache():
+    module = rl.RotaryEmbedding(16, max_seq_len=64).half()
+    assert module.inv_freq.dtype == torch.float32 and module.cos_cached.dtype == torch.float32
+    q = torch.randn(1, 4096, 16).half()
+    torch.testing.assert_close(module(q, q)[0], rl.apply_rope(q))
+    with pytest.raises(TypeError, match="inv_freq must be float32 or float64"):
+        rl.apply_rope(q, inv_freq=rl.inv_freq(16).half())
+
+
+def test_rotary_embedding_does_not_cache_one_far_position():
+    module = rl.RotaryEmbedding(8)
+    q = torch.randn(1, 1, 8)
+    out, _ = module(q, q, torch.tensor([1_000_000]))
+    assert module.cos_cached.shape[0] < 1_000_000
+    torch.testing.assert_close(out, rl.apply_rope(q, torch.tensor([1_000_000])))
+    long_q = torch.randn(1, 300, 8)  # default positions: the cache grows to the length
+    torch.testing.assert_close(module(long_q, long_q)[0], rl.apply_rope(long_q))
+    assert module.cos_cached.shape[0] == 300

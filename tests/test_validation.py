@@ -34,7 +34,16 @@ X = torch.randn(2, 5, 8)
         (lambda: rl.apply_rope(torch.randn(2, 5, 7)), ValueError,
          r"x.shape\[-1\] must be a positive even integer .* got 7"),
         (lambda: rl.apply_rope(X, torch.arange(4)), ValueError,
-         r"positions of shape \(4,\) do not broadcast to x.shape\[:-1\] = \(2, 5\)"),
+         r"positions of shape \(4,\) give 4 positions for 5 tokens; expected one position per "
+         r"token: shape \(5,\) or one that broadcasts to x.shape\[:-1\] = \(2, 5\)"),
+        (lambda: rl.apply_rope(X, 3), ValueError,
+         r"positions of shape \(\) give a single position for 5 tokens"),
+        (lambda: rl.apply_rope(X, torch.zeros(2, 1)), ValueError,
+         r"positions of shape \(2, 1\) give 1 positions for 5 tokens"),
+        (lambda: rl.apply_rope(torch.randn(3, 3, 5, 8), torch.zeros(3, 5)), ValueError,
+         r"positions of shape \(3, 5\) are ambiguous for x.shape\[:-1\] = \(3, 3, 5\): "
+         r"give them 3 dimensions \(for \(batch, seq\) positions and \(batch, heads, seq, dim\) "
+         r"x use positions\[:, None, :\]\)"),
         (lambda: rl.apply_rope(X, torch.zeros(3, 2, 5)), ValueError,
          r"positions of shape \(3, 2, 5\) do not broadcast"),
         (lambda: rl.apply_rope(torch.ones(2, 4, dtype=torch.int64)), TypeError,
