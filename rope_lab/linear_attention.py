@@ -86,6 +86,13 @@ def linear_attention(
         ``(..., L, d_v)`` outputs. Memory: ``(..., d, d_v, L)`` for the causal prefix sums.
     """
     _check_qkv(q, k, v, feature_map)
+    for name, flag in (("causal", causal), ("rope", rope)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
+    out_dtype = q.dtype
+    if q.element_size() < 4:
+        # The sums over L overflow 16-bit floats (fp16 tops out at 65504): accumulate in fp32.
+        q, k, v = q.float(), k.float(), v.float()
     phi_q, phi_k, rot_q, rot_k = _features(q, k, feature_map, rope, positions, base)
     if causal:
         # S_m = Σ_{n ≤ m} R_n φ(k_n) v_nᵀ for every m at once, kept as (..., d, d_v, L) so the
@@ -101,7 +108,7 @@ def linear_attention(
         normalizer = phi_k.sum(dim=-2, keepdim=True)  # z: (..., 1, d)
         numerator = rot_q @ state
     denominator = (phi_q * normalizer).sum(dim=-1, keepdim=True)
-    return numerator / denominator
+    return (numerator / denominator).to(out_dtype)
 
 
 def linear_attention_weights(

@@ -186,3 +186,16 @@ def test_rotated_normalizer_is_the_sum_of_rotated_scores(seed, length, dim, caus
         scores = scores.tril()
     rotated = la.linear_attention_normalizers(q, k, causal=causal, rotated=True, base=base)
     torch.testing.assert_close(rotated, scores.sum(-1), rtol=1e-10, atol=1e-10)
+
+
+def test_float16_sums_do_not_overflow():
+    ones = torch.ones(4000, 8, dtype=torch.float16)
+    out = la.linear_attention(ones, ones, torch.ones(4000, 3, dtype=torch.float16), causal=True)
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out, torch.ones(4000, 3, dtype=torch.float16))
+
+
+def test_flags_must_be_bools():
+    x = torch.randn(5, 4)
+    with pytest.raises(TypeError, match="causal must be True or False, got 'no'"):
+        la.linear_attention(x, x, x, causal="no")
