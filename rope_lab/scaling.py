@@ -126,6 +126,9 @@ def yarn_inv_freq(dim: int, *, base: float = DEFAULT_BASE, factor: float = 1.0,
             f"times keep their speed, fewer than beta_slow are interpolated), got "
             f"beta_fast={beta_fast} and beta_slow={beta_slow}"
         )
+    for name, value in (("mscale", mscale), ("mscale_all_dim", mscale_all_dim)):
+        if value is not None:
+            _check_positive_number(value, name)
     if attention_factor is None:
         if mscale and mscale_all_dim:
             attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
@@ -265,7 +268,11 @@ def _check_ntk_dim(dim: int) -> None:
 def _check_common(dim, base, factor, original_max_position, seq_len, dtype,
                   need_length: bool = False) -> None:
     _validate.check_dim(dim)
-    _validate.check_base(base)
+    if _validate.check_base(base) <= 1:
+        raise ValueError(
+            f"base must be greater than 1 for a scaling method (its formulas take log(base) and "
+            f"need θ_i to fall with i), got {base}"
+        )
     _validate.check_angle_dtype(dtype)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)):
         raise TypeError(f"factor must be a number, got {factor!r} of type {type(factor).__name__}")

@@ -211,3 +211,11 @@ def test_wavelengths():
 def test_bad_parameters_raise_clear_errors(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_base_at_most_one_and_bad_mscale_are_refused():
+    with pytest.raises(ValueError, match="base must be greater than 1 for a scaling method"):
+        scaling.yarn_inv_freq(8, base=1.0, factor=2.0, original_max_position=64)
+    with pytest.raises(ValueError, match="mscale must be a finite number greater than 0, got -1"):
+        scaling.yarn_inv_freq(8, factor=2.0, original_max_position=64, mscale=-1,
+                              mscale_all_dim=1)
