@@ -7,6 +7,8 @@ should have.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import nn
 
@@ -93,8 +95,8 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def forward(self, positions) -> torch.Tensor:
         """positions: an int length L (→ rows 0 … L−1) or an integer tensor ``(..., seq)``."""
-        if isinstance(positions, int) and not isinstance(positions, bool):
-            positions = torch.arange(_validate.check_positive_int(positions, "positions"))
+        if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
+            positions = torch.arange(_validate.check_positive_int(int(positions), "positions"))
         positions = _validate.as_positions(positions, device=self.table.weight.device)
         if positions.is_floating_point():
             raise TypeError(

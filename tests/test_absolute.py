@@ -145,3 +145,10 @@ def test_shift_helpers_validate_their_arguments():
         absolute.sinusoidal_shift_map(4, 1.5)
     with pytest.raises(ValueError, match="length must be at least 2·dim = 32"):
         absolute.encoding_properties(rl.sinusoidal_pe, length=20, dim=16)
+
+
+def test_learned_table_reads_a_numpy_integer_as_a_length():
+    import numpy as np
+
+    table = rl.LearnedPositionalEmbedding(4, 2)
+    assert table(np.int64(3)).shape == (3, 2)
