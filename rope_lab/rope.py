@@ -358,8 +358,10 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("inv_freq", inv_freq(dim, base), persistent=False)
         self.register_buffer("cos_cached", torch.empty(0, dim // 2), persistent=False)
         self.register_buffer("sin_cached", torch.empty(0, dim // 2), persistent=False)
-        if max_seq_len is not None:
-            self._build_cache(max_seq_len, self.inv_freq.device)
+        # Frequencies set by hand (inv_freq replaced or written into, e.g. a scaled variant)
+        # take over from ``base``; the cache follows them (see _refresh_if_frequencies_changed).
+        self.custom_frequencies = False
+        self._build_cache(max_seq_len or 0, self.inv_freq.device)
 
     def extra_repr(self) -> str:
         return (
@@ -372,15 +374,30 @@ class RotaryEmbedding(nn.Module):
         # cos/sin cache to 16 bits; angles stay float32, so rebuild both after any move/cast.
         super()._apply(fn, recurse)
         device = self.inv_freq.device
-        self.inv_freq = inv_freq(self.dim, self.base, device=device)
-        if self.cos_cached.dtype != torch.float32 or self.cos_cached.device != device:
-            self._build_cache(self.cos_cached.shape[0], device)
+        if self.custom_frequencies:
+            self.inv_freq = self.inv_freq.float()
+        else:
+            self.inv_freq = inv_freq(self.dim, self.base, device=device)
+        self._build_cache(self.cos_cached.shape[0], device)
         return self
 
     def _build_cache(self, length: int, device) -> None:
         freqs = self.inv_freq.to(device)
         angles = rope_angles(torch.arange(length, device=device), freqs)
         self.cos_cached, self.sin_cached = angles.cos(), angles.sin()
+        self._cache_source = self.inv_freq
+        self._cache_version = None if freqs.is_inference() else self.inv_freq._version
+
+    def _refresh_if_frequencies_changed(self, device) -> None:
+        """Rebuild the cache when inv_freq was replaced or written into since it was built."""
+        freqs = self.inv_freq
+        changed = freqs is not self._cache_source or (
+            not freqs.is_inference() and freqs._version != self._cache_version
+        )
+        if changed:
+            _validate.check_inv_freq(freqs.float(), self.dim // 2)
+            self.custom_frequencies = True
+            self._build_cache(self.cos_cached.shape[0], device)
 
     def cos_sin(
         self, positions: torch.Tensor, dtype=torch.float32
@@ -389,8 +406,10 @@ class RotaryEmbedding(nn.Module):
 
         float32 comes from the cache when it covers the positions; float64 is computed.
         """
+        self._refresh_if_frequencies_changed(positions.device)
         if dtype == torch.float64:
-            freqs = inv_freq(self.dim, self.base, device=positions.device, dtype=dtype)
+            freqs = (self.inv_freq.to(positions.device, dtype) if self.custom_frequencies
+                     else inv_freq(self.dim, self.base, device=positions.device, dtype=dtype))
             angles = rope_angles(positions, freqs)
             return angles.cos(), angles.sin()
         cached = self.cos_cached.shape[0]
@@ -434,6 +453,7 @@ class RotaryEmbedding(nn.Module):
         if positions is None and not wide:
             # The common call: positions 0 … seq − 1, a slice of the cache, no device sync.
             seq = q.shape[-2]
+            self._refresh_if_frequencies_changed(q.device)
             if self.cos_cached.shape[0] < seq or self.cos_cached.device != q.device:
                 self._build_cache(max(seq, self.cos_cached.shape[0]), q.device)
             cos, sin = self.cos_cached[:seq], self.sin_cached[:seq]

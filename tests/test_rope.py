@@ -281,3 +281,16 @@ def test_rotary_embedding_does_not_cache_one_far_position():
     long_q = torch.randn(1, 300, 8)  # default positions: the cache grows to the length
     torch.testing.assert_close(module(long_q, long_q)[0], rl.apply_rope(long_q))
     assert module.cos_cached.shape[0] == 300
+
+
+def test_rotary_embedding_follows_frequencies_set_by_hand():
+    module = rl.RotaryEmbedding(8)
+    q = torch.randn(1, 5, 8)
+    module(q, q)
+    scaled = rl.inv_freq(8) / 4  # position interpolation by 4, written into the buffer
+    module.inv_freq.copy_(scaled)
+    torch.testing.assert_close(module(q, q)[0], rl.apply_rope(q, inv_freq=scaled))
+    module.inv_freq = rl.inv_freq(8, base=100.0)  # or replaced, as HF's dynamic update does
+    torch.testing.assert_close(module(q, q)[0], rl.apply_rope(q, base=100.0))
+    q64 = q.double()
+    torch.testing.assert_close(module(q64, q64)[0], rl.apply_rope(q64, base=100.0))
