@@ -109,9 +109,10 @@ def apply_rope(
 
     Args:
         x: ``(..., seq, dim)`` queries or keys, any float dtype.
-        positions: positions m, broadcasting against ``x.shape[:-1]`` (``(seq,)`` is the
-            usual case). Integers, or floats for interpolated positions.
-            Default ``arange(seq)``.
+        positions: positions m, one per token: ``(seq,)``, or a tensor with as many
+            dimensions as ``x.shape[:-1]`` that broadcasts to it (per-batch positions for
+            ``(batch, heads, seq, dim)`` x are ``(batch, 1, seq)``). Integers, or floats for
+            interpolated positions. Default ``arange(seq)``.
         base: RoPE base, used when ``inv_freq`` is not given.
         inv_freq: ``(rotary_dim // 2,)`` rotation speeds, for scaled variants (PI, NTK,
             YaRN …). Overrides ``base``.
