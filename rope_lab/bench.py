@@ -31,7 +31,8 @@ import torch
 import rope_lab as rl
 from rope_lab import fast, rope
 
-# The issue's reference shape: batch 1, 32 heads, 2048 tokens, head dim 128 (32 MiB float32).
+# The reference shape, a LLaMA-7B-sized head: batch 1, 32 heads, 2048 tokens, head dim 128
+# (32 MiB in float32).
 DEFAULT_SHAPE = (1, 32, 2048, 128)
 # The dense form builds a (dim × dim) matrix per token: timed on this many tokens, scaled up.
 DENSE_TOKENS = 128
@@ -429,7 +430,7 @@ def format_sweep(rows: list[dict]) -> str:
 
 
 def targets(results: list[Result]) -> dict:
-    """The issue's targets per layout: default ≤ 1.3 × clone and ≥ 3 × faster than HF eager."""
+    """The course's CPU targets per layout: default ≤ 1.3 × clone, ≥ 3 × faster than HF eager."""
     verdicts = {}
     for layout in sorted({r.layout for r in results}):
         by_name = {r.name: r for r in results if r.layout == layout}
