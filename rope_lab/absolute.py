@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from rope_lab import _validate
-from rope_lab.rope import DEFAULT_BASE
+from rope_lab.rope import DEFAULT_BASE, inv_freq
 
 
 def _check_length_dim(length, dim) -> None:
@@ -69,7 +69,7 @@ def sinusoidal_pe(length: int, dim: int, base: float = DEFAULT_BASE) -> torch.Te
     _validate.check_dim(dim)
     base = _validate.check_base(base)
     positions = torch.arange(length, dtype=torch.float64)[:, None]
-    omega = base ** -(torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    omega = inv_freq(dim, base, dtype=torch.float64)  # ω_i = base^(−2i/dim), RoPE's θ_i
     angles = positions * omega
     pe = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
     return pe.to(torch.float32)
@@ -182,7 +182,7 @@ def sinusoidal_shift_map(dim: int, k: int, base: float = DEFAULT_BASE) -> torch.
     if isinstance(k, bool) or not isinstance(k, int):
         raise TypeError(f"k must be an int, got {k!r} of type {type(k).__name__}")
     base = _validate.check_base(base)
-    omega = base ** -(torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    omega = inv_freq(dim, base, dtype=torch.float64)
     cos, sin = torch.cos(k * omega), torch.sin(k * omega)
     blocks = torch.stack((torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2)
     return torch.block_diag(*blocks)

@@ -15,6 +15,8 @@ import traceback
 
 import torch
 
+from rope_lab.rope import inv_freq
+
 # exercise id ("05.1") → passed? Titles and the last feedback are kept for summary().
 _results: dict[str, bool] = {}
 _titles: dict[str, str] = {}
@@ -266,7 +268,7 @@ def check_sinusoidal_pe(sinusoidal_fn) -> bool:
 
 def _sinusoidal_hint(answer, length, dim, base) -> str:
     p = torch.arange(length, dtype=torch.float64)[:, None]
-    omega = base ** -(torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    omega = inv_freq(dim, base, dtype=torch.float64)
     sin, cos = torch.sin(p * omega), torch.cos(p * omega)
     close = lambda table: torch.allclose(answer, table, atol=1e-4)
     if close(torch.stack((cos, sin), -1).flatten(-2)):
@@ -630,8 +632,6 @@ def check_ntk_base(function) -> bool:
 def check_full_turn_pairs(function) -> bool:
     """06.3: ``function(dim, base, length)`` → how many pairs complete a turn (λ_i ≤ L)."""
     import math
-
-    from rope_lab import inv_freq
 
     for dim, base, length in [(64, 10000.0, 2048), (128, 500000.0, 8192), (16, 10000.0, 64),
                               (8, 10.0, 3)]:

@@ -649,14 +649,6 @@ def _scaled(method, dim, base, factor, original_length, beta_fast, beta_slow):
     return freqs
 
 
-def _fast_log_axis(axis):
-    """Log scale with plain tick labels ("1000", not mathtext 10³) and no minor ticks: text
-    layout is most of a redraw, and the panel must redraw in ~0.1 s."""
-    axis.axes.set_yscale("log")
-    axis.set_minor_locator(matplotlib.ticker.NullLocator())
-    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
-
-
 def _draw_frequency_overlay(axes, dim, base, factor, original_length, method, beta_fast,
                             beta_slow):
     from rope_lab import scaling
@@ -671,7 +663,8 @@ def _draw_frequency_overlay(axes, dim, base, factor, original_length, method, be
                   linewidth=3.2 if chosen else 1.4, alpha=1.0 if chosen else 0.55,
                   zorder=3 if chosen else 2)
     axes.axhline(1 / factor, color="0.4", linestyle=":", linewidth=1)
-    _fast_log_axis(axes.yaxis)
+    axes.set_yscale("log")
+    _plain_log_ticks(axes)
     axes.set(title=f"Rotation speed after scaling, s = {factor:g}",
              xlabel="pair i (0 = fastest)", ylabel="θ′ᵢ / θᵢ  (1 = unchanged, 1/s = PI)")
     axes.legend(loc="lower left", ncol=2, fontsize=9)
@@ -697,7 +690,8 @@ def _draw_wavelength_chart(axes, dim, base, factor, original_length, method, bet
     if factor > 1:
         axes.axhline(factor * original_length, color="0.5", linestyle=":", linewidth=1.2,
                      label=f"target length sL = {round(factor * original_length)}")
-    _fast_log_axis(axes.yaxis)
+    axes.set_yscale("log")
+    _plain_log_ticks(axes)
     axes.set(title=f"{int(turns.sum())} of {dim // 2} pairs turn fully within L",
              xlabel="pair i (green: λᵢ ≤ L, vermillion: never a full turn)",
              ylabel="wavelength λᵢ = 2π/θᵢ (positions)")

@@ -17,6 +17,7 @@ import math
 import torch
 
 from rope_lab import _validate
+from rope_lab.rope import rotate_reference
 
 # The dtypes the lab compares, by the names a dropdown shows.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -111,10 +112,8 @@ def rotate_by_angles(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
             f"angles must have {half} columns (one per pair of x), got shape "
             f"{tuple(angles.shape)}"
         )
-    x = x.to(torch.float64)
-    cos, sin = angles.to(torch.float64).cos(), angles.to(torch.float64).sin()
-    a, b = x[..., :half], x[..., half:]
-    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+    wide = angles.to(torch.float64)
+    return rotate_reference(x.to(torch.float64), wide.cos(), wide.sin(), "half")
 
 
 def rope_scores(q: torch.Tensor, k: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:

@@ -48,6 +48,7 @@ class Panel:
         # Constrained-layout positions found once per setting of the non-slider controls
         # (a dropdown can change labels and so margins; a slider seldom does).
         self._layouts: dict = {}
+        self._holding = False
         self.redraw_seconds: list[float] = []
         for control in self.controls.values():
             if hasattr(control, "continuous_update"):
@@ -70,13 +71,13 @@ class Panel:
             raise ValueError(
                 f"unknown control(s) {sorted(unknown)}; this panel has {sorted(self.controls)}"
             )
-        changed = False
-        for name, value in values.items():
-            if self.controls[name].value != value:
-                self.controls[name].value = value  # fires _on_change → redraw
-                changed = True
-        if not changed:
-            self.redraw()
+        self._holding = True  # one redraw for all the values, not one per control
+        try:
+            for name, value in values.items():
+                self.controls[name].value = value
+        finally:
+            self._holding = False
+        self.redraw()
         return self.figure
 
     def redraw(self):
@@ -108,7 +109,8 @@ class Panel:
         )
 
     def _on_change(self, change):
-        self.redraw()
+        if not self._holding:
+            self.redraw()
 
     def _ipython_display_(self):
         display(self.box)

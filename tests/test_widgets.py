@@ -43,3 +43,14 @@ def test_panel_reuses_the_constrained_layout_of_its_first_draw():
     assert not widgets._uses_constrained_layout(panel.figure)
     assert panel.figure.axes[0].get_position().bounds == pytest.approx(first)
     assert list(panel.figure.axes[0].lines[0].get_ydata())[-1] == -6.0
+
+
+def test_setting_several_controls_redraws_once():
+    panel = widgets.Panel(_line, {
+        "slope": widgets.slider("float", "slope", 1.0, -2.0, 2.0),
+        "points": widgets.slider("int", "points", 5, 2, 9),
+    })
+    before = len(panel.redraw_seconds)
+    panel.set(slope=2.0, points=3)
+    assert len(panel.redraw_seconds) == before + 1
+    assert list(panel.figure.axes[0].lines[0].get_ydata()) == [0.0, 2.0, 4.0]
