@@ -9,7 +9,11 @@ tensor, in the same process, interleaved round-robin (a neighbour's load slows b
 GB/s counts the bytes of x read plus the bytes written; the cos/sin tables (a few percent,
 and reused by every layer) are not counted.
 
-Timing: warm-up calls, then the median of repeats; CUDA events on a GPU.
+Timing: warm-up calls, then repeats in turns; CUDA events on a GPU. A time is the median of
+its repeats; "× clone" is the median of the per-turn ratios (each call divided by the clone
+timed in the same turn), which cancels the machine's slow drifts, and the verdict line gives
+the quartiles of those ratios so that a reader sees how much one run can swing. On a CPU
+every call starts from fresh memory pages (see :func:`release_free_memory`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 import rope_lab as rl
-from rope_lab import fast, rope
+from rope_lab import _ckernel, fast, rope
 
 # The reference shape, a LLaMA-7B-sized head: batch 1, 32 heads, 2048 tokens, head dim 128
 # (32 MiB in float32).
@@ -46,6 +50,9 @@ class Result:
     gb_per_s: float
     times_clone: float
     note: str = ""
+    # Lower and upper quartile of the per-turn ratios to clone (None in runs saved before
+    # they were recorded).
+    times_clone_quartiles: tuple | None = None
 
 
 # --- timing -----------------------------------------------------------------------------------
@@ -67,6 +74,13 @@ def cpu_threads(count: int):
 
 def time_round_robin(functions: dict, *, device, warmup: int = 2, repeats: int = 7) -> dict:
     """Median seconds per call of each function, measured in turns so load hits all alike."""
+    samples = time_in_turns(functions, device=device, warmup=warmup, repeats=repeats)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def time_in_turns(functions: dict, *, device, warmup: int = 2, repeats: int = 7) -> dict:
+    """Seconds of every call: name → list of ``repeats`` times, the k-th of each list
+    measured in the same turn (all functions once, in order, per turn)."""
     device = torch.device(device)
     for function in functions.values():
         for _ in range(warmup):
@@ -75,7 +89,21 @@ def time_round_robin(functions: dict, *, device, warmup: int = 2, repeats: int =
     for _ in range(repeats):
         for name, function in functions.items():
             samples[name].append(_time_once(function, device))
-    return {name: statistics.median(times) for name, times in samples.items()}
+    return samples
+
+
+def paired_ratios(samples: dict, name: str, baseline: str = "clone") -> list[float]:
+    """Per-turn ratios samples[name][k] / samples[baseline][k] (see :func:`time_in_turns`)."""
+    return [t / b for t, b in zip(samples[name], samples[baseline], strict=True)]
+
+
+def quartiles(values) -> tuple[float, float, float]:
+    """(lower quartile, median, upper quartile) of values (the median for fewer than 2)."""
+    values = list(values)
+    if len(values) < 2:
+        return (values[0],) * 3
+    low, middle, high = statistics.quantiles(values, n=4, method="inclusive")
+    return low, middle, high
 
 
 def _time_once(function, device) -> float:
@@ -87,9 +115,43 @@ def _time_once(function, device) -> float:
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / 1e3
+    release_free_memory()
     start = time.perf_counter()
     function()
     return time.perf_counter() - start
+
+
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None where the C library has none (macOS, Windows, musl)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release_free_memory() -> bool:
+    """Hand the C heap's free pages back to the operating system (glibc only).
+
+    Why the CPU timings call it before every timed call: a new 32 MiB tensor comes either
+    from fresh pages, which the kernel must fault in and zero (several ms, more than the copy
+    itself), or from pages an earlier tensor left in the heap (no faults), depending on what
+    the process did before. Without this, the same ``clone()`` can take 9 ms in one turn and
+    1 ms in the next, and every "× clone" with it. After it, every allocation in the timed
+    call starts from fresh pages, the usual state of a PyTorch process that frees its large
+    tensors, so runs compare. Memory that already exists (``copy_`` into a buffer, the
+    in-place variant) is not affected. Returns False where there is nothing to call.
+    """
+    if _MALLOC_TRIM is None:
+        return False
+    _MALLOC_TRIM(0)
+    return True
 
 
 # --- the implementations ----------------------------------------------------------------------
@@ -125,6 +187,8 @@ def implementations(x: torch.Tensor, layout: str, *, compile_baseline: bool = Fa
         "HF-style eager rotate_half": lambda: hf_style_rope(x, hf_cos, hf_sin),
     }
     if layout == "half":
+        if x.device.type == "cpu" and _ckernel.available():
+            functions["eager blocks (no C compiler)"] = lambda: _without_c_kernel(x)
         functions["package rotate_half"] = lambda: rl.apply_rope_rotate_half(x)
     else:
         functions["package interleaved"] = lambda: rl.apply_rope_interleaved(x)
@@ -158,21 +222,34 @@ def run_benchmark(
     results = []
     for layout in layouts:
         functions = implementations(x, layout, compile_baseline=compile_baseline)
-        seconds = time_round_robin(functions, device=device, warmup=warmup, repeats=repeats)
-        for name, s in seconds.items():
+        samples = time_in_turns(functions, device=device, warmup=warmup, repeats=repeats)
+        for name, times in samples.items():
+            s = statistics.median(times)
+            low, ratio, high = quartiles(paired_ratios(samples, name))
             note = ""
             if name == "apply_rope (default)":
                 note = _default_path_name(x, layout)
-            results.append(Result(name, layout, s * 1e3, moved / s / 1e9,
-                                  s / seconds["clone"], note))
+            results.append(Result(name, layout, s * 1e3, moved / s / 1e9, ratio, note,
+                                  (low, high)))
+        seconds = {name: statistics.median(times) for name, times in samples.items()}
         if dense:
             results.append(_dense_result(x, layout, seconds["clone"], device, repeats))
     return results
 
 
+def _without_c_kernel(x):
+    """apply_rope as it runs where no C compiler is found: three kernels per cache block."""
+    with _ckernel.disabled():
+        return rl.apply_rope(x)
+
+
 def _default_path_name(x, layout) -> str:
     if x.is_cuda and fast.triton_available() and x.dtype != torch.float64:
         return "Triton kernel"
+    if (layout == "half" and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
+            and _ckernel.available()
+            and (torch.get_num_threads() == 1 or _ckernel._library.has_openmp)):
+        return f"C kernel, {torch.get_num_threads()} threads"
     if layout == "interleaved" and x.dtype in (torch.float32, torch.float64):
         return "one complex multiply"
     if not fast._blocking_pays(x):
@@ -438,6 +515,7 @@ def targets(results: list[Result]) -> dict:
         hf = by_name["HF-style eager rotate_half"]
         verdicts[layout] = {
             "default_times_clone": default.times_clone,
+            "default_times_clone_quartiles": default.times_clone_quartiles,
             "default_times_copy": default.ms / by_name["copy_ into a buffer"].ms,
             "in_place_times_copy": by_name["apply_rope_ (in place)"].ms
             / by_name["copy_ into a buffer"].ms,
@@ -536,7 +614,8 @@ def _main_rope(argv) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--shape", type=int, nargs=4, default=DEFAULT_SHAPE,
                         metavar=("BATCH", "HEADS", "SEQ", "DIM"))
-    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--repeats", type=int, default=25,
+                        help="turns per implementation (default 25)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--no-sweeps", action="store_true", help="skip length/head-dim sweeps")
@@ -561,8 +640,10 @@ def _main_rope(argv) -> int:
     print(format_table(results))
     verdicts = targets(results)
     for layout, verdict in verdicts.items():
+        low, high = verdict["default_times_clone_quartiles"]
         print(f"{layout:12} default = {verdict['default_times_clone']:.2f} × clone "
-              f"({verdict['fraction_of_copy_bandwidth']:.0%} of copy bandwidth), "
+              f"(quartiles {low:.2f}–{high:.2f} over {args.repeats} turns; "
+              f"{verdict['fraction_of_copy_bandwidth']:.0%} of copy bandwidth), "
               f"{verdict['speedup_over_hf_eager']:.1f} × faster than HF-style eager; "
               f"{verdict['default_times_copy']:.2f} × copy_ into a buffer "
               f"(in place: {verdict['in_place_times_copy']:.2f} ×)")
