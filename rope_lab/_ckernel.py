@@ -1,12 +1,14 @@
 """The half layout on a CPU in one pass: a small C kernel, compiled on first use.
 
 PyTorch has no single CPU kernel for a' = a·c − b·s, b' = b·c + a·s when a and b sit d/2
-apart, so the eager half-layout path needs three kernels per block (see :mod:`rope_lab.fast`);
-the extra passes over the cache cost it about 0.3 × a copy. ``kernels/rope_half.c`` does the
-rotation in one loop: each element is read once and written once, like ``x.clone()``.
+apart, so the eager half-layout path needs three kernels per block (see :mod:`rope_lab.fast`;
+the row "eager blocks (no C compiler)" of ``python -m rope_lab.bench`` shows what the extra
+passes over the cache cost). ``kernels/rope_half.c`` does the rotation in one loop: each
+element is read once and written once, like ``x.clone()``.
 
 How it is built: the first call that can use it looks for a C compiler (``$CC``, then ``cc``,
-``gcc``, ``clang``), compiles the source (about 0.1 s) into a shared library in
+``gcc``, ``clang``), compiles the source (:func:`status` reports how long that took) into a
+shared library in
 ``$ROPE_LAB_CACHE_DIR`` or ``~/.cache/rope_lab`` (keyed by the source, the compiler, the flags
 and the CPU, so a cache shared between machines never loads a library built for another
 CPU), and loads it with ctypes. Where any step fails (no compiler, Windows, a read-only home)
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from importlib import resources
 
 import torch
@@ -61,7 +64,9 @@ def status() -> str:
     """One line: where the compiled kernel lives, or why the eager path runs instead."""
     library = _load()
     if library is not None:
-        return f"C kernel: {library._name}"
+        how = (f"built in {library.build_seconds:.2f} s" if library.build_seconds is not None
+               else "loaded from the cache")
+        return f"C kernel: {library._name} ({how})"
     return f"eager path: {_reason}"
 
 
@@ -121,7 +126,23 @@ def _applies(x, cos, sin, out) -> bool:
                 and (t.stride(-1) == 1 or t.shape[-1] == 1) for t in (x, cos, sin, out))
         and x.numel() > 0
         and x.dim() >= 2
+        # out with elements sharing memory (an expanded tensor, rotated in place) is left to
+        # the eager path, whose copy_ refuses it with PyTorch's own error; the loop would
+        # rotate the shared elements more than once
+        and _non_overlapping(out)
     )
+
+
+def _non_overlapping(t: torch.Tensor) -> bool:
+    """True when no two elements of t share memory (checked on the strides, conservatively:
+    sorted by stride, every dim must step past the whole extent of the dims inside it)."""
+    extent = 1
+    for stride, size in sorted((t.stride(k), t.shape[k]) for k in range(t.dim())
+                               if t.shape[k] > 1):
+        if stride < extent:
+            return False
+        extent = stride * size
+    return True
 
 
 def _fold(batch: torch.Size, strides: list) -> tuple | None:
@@ -184,11 +205,14 @@ def _build() -> ctypes.CDLL:
                 source, " ".join(compiler + flags).encode(), _machine_id().encode(),
             ])).hexdigest()[:16]
             path = os.path.join(folder, f"rope_half-{key}.so")
+            build_seconds = None
             if not os.path.exists(path):
+                started = time.perf_counter()
                 error = _compile(compiler, flags, source, path)
                 if error:
                     failures.append(f"{shlex.join(compiler + flags)}: {error}")
                     continue
+                build_seconds = time.perf_counter() - started
             try:
                 library = ctypes.CDLL(path)
                 for name in _FUNCTIONS.values():
@@ -197,6 +221,7 @@ def _build() -> ctypes.CDLL:
                         + [ctypes.c_int64] * 5)
                     getattr(library, name).restype = None
                 library.has_openmp = bool(library.rope_has_openmp())
+                library.build_seconds = build_seconds
             except (OSError, AttributeError) as error:
                 failures.append(f"{path}: {error}")
                 continue

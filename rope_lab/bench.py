@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import io
 import json
 import platform
@@ -81,6 +82,8 @@ def time_round_robin(functions: dict, *, device, warmup: int = 2, repeats: int =
 def time_in_turns(functions: dict, *, device, warmup: int = 2, repeats: int = 7) -> dict:
     """Seconds of every call: name → list of ``repeats`` times, the k-th of each list
     measured in the same turn (all functions once, in order, per turn)."""
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a whole number ≥ 1, got {repeats!r}")
     device = torch.device(device)
     for function in functions.values():
         for _ in range(warmup):
@@ -121,19 +124,19 @@ def _time_once(function, device) -> float:
     return time.perf_counter() - start
 
 
+@functools.cache
 def _malloc_trim():
-    """glibc's ``malloc_trim``, or None where the C library has none (macOS, Windows, musl)."""
+    """glibc's ``malloc_trim``, or None where the C library has none (macOS, Windows, musl).
+    Looked up on first use: ``find_library`` may start a subprocess."""
     import ctypes
     import ctypes.util
 
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim
-    except (OSError, AttributeError):
-        return None
-
-
-_MALLOC_TRIM = _malloc_trim()
+    for name in ("libc.so.6", ctypes.util.find_library("c")):
+        try:
+            return ctypes.CDLL(name).malloc_trim
+        except (OSError, AttributeError, TypeError):
+            continue
+    return None
 
 
 def release_free_memory() -> bool:
@@ -148,9 +151,10 @@ def release_free_memory() -> bool:
     tensors, so runs compare. Memory that already exists (``copy_`` into a buffer, the
     in-place variant) is not affected. Returns False where there is nothing to call.
     """
-    if _MALLOC_TRIM is None:
+    trim = _malloc_trim()
+    if trim is None:
         return False
-    _MALLOC_TRIM(0)
+    trim(0)
     return True
 
 
@@ -623,6 +627,8 @@ def _main_rope(argv) -> int:
     parser.add_argument("--compile", action="store_true",
                         help="also time torch.compile of the HF-style form (default on CUDA)")
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is available here")

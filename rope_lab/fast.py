@@ -20,7 +20,8 @@ bring it back to about one read and one write:
    (out = x·cos, out_a −= b·sin, out_b += a·sin), the first one a plain multiply over whole
    rows, run on one block of rows at a time (1 MiB per block on one thread, 4 MiB on
    several), small enough to stay in the cache, so that main memory sees one read of x and
-   one write of out; the passes over the cache still cost about 0.3 × a copy.
+   one write of out; the passes over the cache still cost time (the benchmark's "eager
+   blocks" row).
 3. CUDA: one Triton kernel (:mod:`rope_lab._triton_rope`) loads a block of rows, rotates it
    in registers and stores it. Used when Triton is installed; the eager paths run otherwise.
 

@@ -35,6 +35,33 @@ def test_command_line_writes_every_implementation_with_provenance(tmp_path, caps
     assert set(run["targets"]) == {"half", "interleaved"}
 
 
+def test_paired_ratios_and_quartiles():
+    samples = {"clone": [1.0, 2.0, 4.0, 1.0, 2.0], "f": [1.5, 2.0, 6.0, 1.1, 3.0]}
+    assert bench.paired_ratios(samples, "f") == [1.5, 1.0, 1.5, 1.1, 1.5]
+    assert bench.quartiles([1.5, 1.0, 1.5, 1.1, 1.5]) == (1.1, 1.5, 1.5)
+    assert bench.quartiles([2.0]) == (2.0, 2.0, 2.0)
+    turns = bench.time_in_turns({"a": lambda: None, "b": lambda: None}, device="cpu",
+                                warmup=0, repeats=3)
+    assert [len(times) for times in turns.values()] == [3, 3]
+
+
+def test_repeats_below_one_are_refused(capsys):
+    with pytest.raises(ValueError, match=r"repeats must be a whole number ≥ 1, got 0"):
+        bench.time_in_turns({"a": lambda: None}, device="cpu", repeats=0)
+    with pytest.raises(SystemExit):
+        bench.main(["--repeats", "0"])
+    assert "--repeats must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_release_free_memory_reports_whether_it_ran():
+    import platform as platform_module
+
+    ran = bench.release_free_memory()
+    assert ran == (bench._malloc_trim() is not None)
+    if platform_module.system() == "Linux" and platform_module.libc_ver()[0] == "glibc":
+        assert ran
+
+
 def test_bfloat16_and_sweeps_run():
     results = bench.run_benchmark((1, 2, 8, 8), dtype=torch.bfloat16, repeats=1, warmup=0,
                                   dense=False, layouts=("half",))

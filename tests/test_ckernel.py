@@ -3,6 +3,7 @@ bit where it applies, declines cleanly where it does not, and the eager path tak
 it cannot be built."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -156,6 +157,19 @@ def test_builds_into_the_cache_folder_once(tmp_path):
     code = "from rope_lab import _ckernel; print(_ckernel.status())"
     first = run_python(code, ROPE_LAB_CACHE_DIR=str(tmp_path))
     built = sorted(path.name for path in tmp_path.iterdir())
-    assert first.startswith(f"C kernel: {tmp_path}/rope_half-") and len(built) == 1
-    assert run_python(code, ROPE_LAB_CACHE_DIR=str(tmp_path)) == first  # reused, not rebuilt
+    assert re.fullmatch(rf"C kernel: {re.escape(str(tmp_path))}/rope_half-\w+\.so "
+                        r"\(built in \d+\.\d\d s\)", first) and len(built) == 1
+    second = run_python(code, ROPE_LAB_CACHE_DIR=str(tmp_path))  # reused, not rebuilt
+    assert second == first.split(" (")[0] + " (loaded from the cache)"
     assert sorted(path.name for path in tmp_path.iterdir()) == built
+
+
+def test_in_place_on_memory_shared_by_several_elements_is_refused():
+    # an expanded tensor: all 6 (batch, head) rows are one row in memory
+    x = torch.randn(1, 1, 8, 16).expand(2, 3, 8, 16)
+    out = torch.empty(2, 3, 8, 16)
+    cos, sin = tables(8, 8, dtype=torch.float32)
+    assert not _ckernel.rotate_half(x, cos, sin, x)
+    assert _ckernel.rotate_half(x, cos, sin, out) == _ckernel.available()  # reading is fine
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        rope.apply_rope_(x)
