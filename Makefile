@@ -1,49 +1,92 @@
 # Two entry points, both safe to run again and again:
-#   make lab   set up .venv and open the course in JupyterLab
-#   make test  set up .venv and run every check (what CI runs)
-# and one more:
-#   make book  execute every notebook and write the course as a static site in build/book/
+#   make lab   set up .venv with what the course needs and open it in JupyterLab
+#   make test  set up .venv with the test tools too and run every check (what CI runs)
+# and a few more:
+#   make book     execute every notebook and write the course as a static site in build/book/
+#   make compat   the oldest supported versions and Google Colab's stack (nox sessions)
+#   make set-repository URL=https://github.com/OWNER/NAME   where the course is published
+#
+# Variables:
+#   TORCH=cpu   on Linux, take torch's CPU-only build from PyTorch's own index instead of
+#               PyPI's default build with its ~3 GB of CUDA libraries
+#   INSTALLER=pip   install everything with pip (default: pip for torch, uv for the rest)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
-EXTRAS := test,lab,models,browser
+TORCH ?=
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+INSTALLER ?= uv
+TORCH_VERSION := $(shell sed -n 's/^torch==//p' constraints.txt)
+LAB_EXTRAS := lab,models
+TEST_EXTRAS := lab,models,test,book,browser
+LAB_STAMP := $(VENV)/.installed-lab
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: lab test install lint unit notebooks browser chromium book clean
+.PHONY: lab test install install-test lint unit notebooks browser chromium book compat \
+	set-repository cjk-font stall-check clean
 
 # Jupyter refuses to run as root without --allow-root (containers, CI images).
 lab: install
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
-test: install lint unit notebooks browser
+test: install-test lint unit notebooks browser compat
 
-install: $(STAMP)
+install: $(LAB_STAMP)
+install-test: $(TEST_STAMP)
+
+# One recipe for both sets: a venv, torch through pip (it honours the machine's pip
+# configuration and, with TORCH=cpu, PyTorch's CPU index), then the rest through uv, which
+# installs ~140 packages in seconds (pip takes minutes), and pip again if uv cannot.
+# Afterwards git strips notebook outputs on commit (nbstripout as a clean filter), so a
+# notebook saved after a class never dirties the repository.
+define install_set
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11, 5), "make needs Python 3.11.5 or newer, found " + sys.version.split()[0] + ": install one (python.org, your package manager or pyenv) and run make PYTHON=python3.11 ..."'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "make: installing torch and the [$(1)] extras into $(VENV) (about a minute the first time)"
+	@{ $(PY) -m pip install --quiet --upgrade --constraint constraints.txt "pip>=24" uv \
+	  && $(if $(filter cpu,$(TORCH)),$(PY) -m pip install --quiet --index-url $(TORCH_CPU_INDEX) "torch==$(TORCH_VERSION)" && touch $(VENV)/.torch-cpu,$(PY) -m pip install --quiet --constraint constraints.txt "torch==$(TORCH_VERSION)") \
+	  && $(if $(filter uv,$(INSTALLER)),{ $(VENV)/bin/uv pip install --quiet --python $(PY) --constraint constraints.txt --editable ".[$(1)]" || { echo "make: uv could not install; trying pip (slower)"; $(PY) -m pip install --quiet --constraint constraints.txt --editable ".[$(1)]"; }; },$(PY) -m pip install --quiet --constraint constraints.txt --editable ".[$(1)]"); \
+	} || { echo "make: installing the course failed (see pip's or uv's message above). It installs from PyPI: check the network or proxy (pip config list shows pip's settings), then run make again."; exit 1; }
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git config filter.nbstripout.clean "'$(abspath $(PY))' -m nbstripout --keep-id" && \
+		git config filter.nbstripout.smudge cat && \
+		git config diff.ipynb.textconv "'$(abspath $(PY))' -m nbstripout --keep-id -t" && \
+		echo "make: git now strips notebook outputs on commit (nbstripout, see .gitattributes)"; \
+	fi
+endef
 
 # Re-install whenever the dependency list or the lock file changes.
-$(STAMP): pyproject.toml constraints.txt Makefile
-	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "rope_lab needs Python 3.10 or newer, found " + sys.version.split()[0]'
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --constraint constraints.txt --editable ".[$(EXTRAS)]"
-	touch $(STAMP)
+$(LAB_STAMP): pyproject.toml constraints.txt Makefile
+	$(call install_set,$(LAB_EXTRAS))
+	touch $(LAB_STAMP)
 
-lint: install
+$(TEST_STAMP): pyproject.toml constraints.txt Makefile
+	$(call install_set,$(TEST_EXTRAS))
+	touch $(LAB_STAMP) $(TEST_STAMP)
+
+lint: install-test
 	$(PY) -m ruff check .
 
-unit: install
+unit: install-test
 	$(PY) -m pytest tests --ignore=tests/browser
 
-notebooks: install
+notebooks: install-test
 	$(PY) -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks
 
-# The widgets in a real browser: JupyterLab + headless Debian Chromium, driven by Playwright.
-# Screenshots land in test-artifacts/browser/.
-browser: install chromium
+# The widgets and the offline book in a real browser: JupyterLab + headless Debian
+# Chromium, driven by Playwright. Screenshots land in test-artifacts/browser/.
+browser: install-test chromium
 	$(PY) -m pytest -p no:cacheprovider tests/browser
+
+# The oldest versions pyproject.toml allows and Google Colab's stack, each in its own
+# virtual environment under .nox/, running the unit tests and every notebook.
+compat: install-test
+	$(VENV)/bin/nox --no-color
 
 # Debian's chromium, installed only when /usr/bin/chromium is missing. That needs root (CI
 # runs as root); anyone else gets a message and the browser test skips (under CI=true it fails).
 chromium:
-	@if [ -x /usr/bin/chromium ]; then \
+	@if [ -x /usr/bin/chromium ] || [ -n "$$ROPE_LAB_CHROMIUM" ]; then \
 		true; \
 	elif ! command -v apt-get >/dev/null; then \
 		echo "make: no /usr/bin/chromium and no apt-get: install Chromium yourself and set ROPE_LAB_CHROMIUM=/path/to/chromium, or the browser test skips"; \
@@ -53,8 +96,21 @@ chromium:
 		echo "make: /usr/bin/chromium is missing and installing it needs root: run 'sudo apt-get update && sudo apt-get install chromium' once; until then the browser test skips"; \
 	fi
 
-book: install
+book: install-test
 	$(PY) -m rope_lab.book --out build/book
 
+# Point the README badges, every notebook's install cell and the book's links at URL.
+set-repository: install
+	@test -n "$(URL)" || { echo "usage: make set-repository URL=https://github.com/OWNER/NAME"; exit 2; }
+	$(PY) -m rope_lab.book --set-repository "$(URL)"
+
+# Rebuild the book's Chinese web font after adding Chinese text (needs fonts-noto-cjk once).
+cjk-font: install-test
+	$(PY) scripts/cjk_font.py
+
+# Execute notebooks 00, 04 and 06 ten times each under nbclient beside a CPU-burning process.
+stall-check: install-test
+	$(PY) scripts/stall_check.py
+
 clean:
-	rm -rf $(VENV) build .pytest_cache test-artifacts
+	rm -rf $(VENV) .nox build .pytest_cache test-artifacts

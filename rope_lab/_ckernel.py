@@ -12,8 +12,21 @@ shared library in
 ``$ROPE_LAB_CACHE_DIR`` or ``~/.cache/rope_lab`` (keyed by the source, the compiler, the flags
 and the CPU, so a cache shared between machines never loads a library built for another
 CPU), and loads it with ctypes. Where any step fails (no compiler, Windows, a read-only home)
-:func:`status` says why, and the eager path runs instead: same results, a little slower.
-``ROPE_LAB_C_KERNEL=0`` in the environment, or :func:`disabled`, turns it off.
+the eager path runs instead (same results, a little slower), :func:`status` says why, and
+the first rotation that could have used the kernel warns once per process
+(:class:`FastPathWarning`). ``ROPE_LAB_C_KERNEL=0`` in the environment turns it off
+silently; :func:`disabled` turns it off for a block.
+
+A failing compiler costs little: all attempts together stop after
+:data:`BUILD_SECONDS_LIMIT`, and the failure is remembered, in this process and in the
+cache folder, so that no process tries again for :data:`FAILURE_RETRY_SECONDS` (delete the
+``.failed`` file that :func:`status` names to retry sooner).
+
+The cache folder is private: created with mode 0700, refused when it is a symlink, belongs
+to another user or can be written by others (a library loaded from there runs as you), and
+every file is checked the same way again just before it is loaded. The fallback folder,
+``<tmp>/rope_lab-<uid>``, must moreover have mode 0700 exactly. Builds are atomic (other
+processes never see half a file) and serialized by a lock file.
 
 Threads: the kernel shares its rows among ``torch.get_num_threads()`` OpenMP threads. Built
 with ``-fopenmp`` it links libgomp.so.1, which PyTorch's Linux wheels have already loaded, so
@@ -27,18 +40,24 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import json
 import os
 import platform
 import shlex
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import warnings
 from importlib import resources
 
 import torch
+
+from rope_lab import _validate
 
 SOURCE = "kernels/rope_half.c"
 # Below this many elements one thread does it all: waking the pool costs more than it saves.
@@ -52,12 +71,23 @@ FLAG_SETS = (
     [*_BASE_FLAGS, "-march=native"],
     _BASE_FLAGS,
 )
+# The whole build (every compiler and flag set, waiting for another process's build included)
+# gives up after this many seconds; a working compiler needs well under one.
+BUILD_SECONDS_LIMIT = 10.0
+# A failed build is remembered on disk for this long: no process tries again before.
+FAILURE_RETRY_SECONDS = 6 * 3600
 _FUNCTIONS = {torch.float32: "rope_half_float32", torch.float64: "rope_half_float64"}
 
 _lock = threading.Lock()
 _library = None  # the loaded ctypes library, once built
 _reason = None  # why there is no library, once a build was tried and failed
+_quiet = False  # True when that reason is a choice (ROPE_LAB_C_KERNEL=0): no warning
+_warned = False
 _enabled = True
+
+
+class FastPathWarning(RuntimeWarning):
+    """The compiled C kernel cannot be used here; the eager path gives the same results."""
 
 
 def status() -> str:
@@ -99,6 +129,7 @@ def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         return False
     library = _load()
     if library is None:
+        _warn_once()
         return False
     half = cos.shape[-1]
     batch = x.shape[:-1]
@@ -126,23 +157,10 @@ def _applies(x, cos, sin, out) -> bool:
                 and (t.stride(-1) == 1 or t.shape[-1] == 1) for t in (x, cos, sin, out))
         and x.numel() > 0
         and x.dim() >= 2
-        # out with elements sharing memory (an expanded tensor, rotated in place) is left to
-        # the eager path, whose copy_ refuses it with PyTorch's own error; the loop would
-        # rotate the shared elements more than once
-        and _non_overlapping(out)
+        # out with elements sharing memory is left to the eager path (apply_rope_ refuses
+        # such an x before it gets here); the loop would rotate shared elements repeatedly
+        and _validate.non_overlapping(out)
     )
-
-
-def _non_overlapping(t: torch.Tensor) -> bool:
-    """True when no two elements of t share memory (checked on the strides, conservatively:
-    sorted by stride, every dim must step past the whole extent of the dims inside it)."""
-    extent = 1
-    for stride, size in sorted((t.stride(k), t.shape[k]) for k in range(t.dim())
-                               if t.shape[k] > 1):
-        if stride < extent:
-            return False
-        extent = stride * size
-    return True
 
 
 def _fold(batch: torch.Size, strides: list) -> tuple | None:
@@ -172,7 +190,7 @@ def _fold(batch: torch.Size, strides: list) -> tuple | None:
 # --- building ---------------------------------------------------------------------------------
 
 def _load():
-    global _library, _reason
+    global _library, _reason, _quiet
     if _library is not None or _reason is not None:
         return _library
     with _lock:
@@ -180,17 +198,40 @@ def _load():
             try:
                 _library = _build()
             except _Unavailable as error:
-                _reason = str(error)
+                _reason, _quiet = str(error), error.quiet
     return _library
+
+
+def _warn_once() -> None:
+    """Say once per process why the fast path is off (unless it was turned off on purpose)."""
+    global _warned
+    if _warned or _quiet or _reason is None:
+        return
+    _warned = True
+    # Point at the first caller outside the package (the notebook's or script's line).
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(
+        f"rope_lab: the compiled C kernel for RoPE is unavailable ({_reason}); using the "
+        "eager path: same results, a little slower. Set ROPE_LAB_C_KERNEL=0 to silence this.",
+        FastPathWarning, stacklevel=level)
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 
 class _Unavailable(Exception):
     """Why the kernel cannot be built here (the eager path runs instead)."""
 
+    def __init__(self, reason: str, *, quiet: bool = False):
+        super().__init__(reason)
+        self.quiet = quiet
+
 
 def _build() -> ctypes.CDLL:
     if os.environ.get("ROPE_LAB_C_KERNEL", "1").strip() == "0":
-        raise _Unavailable("turned off by ROPE_LAB_C_KERNEL=0")
+        raise _Unavailable("turned off by ROPE_LAB_C_KERNEL=0", quiet=True)
     if sys.platform == "win32":
         raise _Unavailable("the C kernel is not built on Windows")
     source = resources.files("rope_lab").joinpath(SOURCE).read_bytes()
@@ -198,35 +239,70 @@ def _build() -> ctypes.CDLL:
     if not compilers:
         raise _Unavailable("no C compiler found ($CC, cc, gcc, clang)")
     folder = _cache_folder()
-    failures = []
-    for compiler in compilers:
-        for flags in FLAG_SETS:
-            key = hashlib.sha256(b"\0".join([
-                source, " ".join(compiler + flags).encode(), _machine_id().encode(),
-            ])).hexdigest()[:16]
-            path = os.path.join(folder, f"rope_half-{key}.so")
-            build_seconds = None
-            if not os.path.exists(path):
-                started = time.perf_counter()
-                error = _compile(compiler, flags, source, path)
-                if error:
-                    failures.append(f"{shlex.join(compiler + flags)}: {error}")
-                    continue
-                build_seconds = time.perf_counter() - started
+    commands = [compiler + flags for compiler in compilers for flags in FLAG_SETS]
+    paths = [os.path.join(folder, f"rope_half-{_key(source, command)}.so")
+             for command in commands]
+    library = _load_built(paths)  # built before, by this or another process
+    if library is not None:
+        return library
+    failed = os.path.join(folder, f"rope_half-{_key(source, *commands)}.failed")
+    remembered = _remembered_failure(failed)
+    if remembered:
+        raise _Unavailable(f"{remembered} (remembered in {failed}; delete it to retry now)")
+    deadline = time.monotonic() + BUILD_SECONDS_LIMIT
+    with _folder_lock(folder, deadline):
+        library = _load_built(paths)  # another process may have built it while we waited
+        if library is not None:
+            return library
+        failures = []
+        for command, path in zip(commands, paths, strict=True):
+            if time.monotonic() >= deadline:
+                failures.append(f"gave up after {BUILD_SECONDS_LIMIT:g} s")
+                break
+            started = time.perf_counter()
+            error = _compile(command, source, path, deadline)
+            if error:
+                failures.append(f"{shlex.join(command)}: {error}")
+                continue
             try:
-                library = ctypes.CDLL(path)
-                for name in _FUNCTIONS.values():
-                    getattr(library, name).argtypes = (
-                        [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64] * 4
-                        + [ctypes.c_int64] * 5)
-                    getattr(library, name).restype = None
-                library.has_openmp = bool(library.rope_has_openmp())
-                library.build_seconds = build_seconds
-            except (OSError, AttributeError) as error:
+                library = _open(path)
+            except (OSError, AttributeError, _Unavailable) as error:
                 failures.append(f"{path}: {error}")
                 continue
+            library.build_seconds = time.perf_counter() - started
             return library
-    raise _Unavailable("compiling failed: " + "; ".join(failures)[:500])
+        reason = "compiling failed: " + "; ".join(failures)[:500]
+        _remember_failure(failed, reason)
+    raise _Unavailable(f"{reason} (remembered in {failed} for {FAILURE_RETRY_SECONDS} s)")
+
+
+def _key(source: bytes, *commands: list[str]) -> str:
+    """Hash of what a build depends on (-march=native: the CPU too)."""
+    parts = [source, *(" ".join(command).encode() for command in commands)]
+    return hashlib.sha256(b"\0".join([*parts, _machine_id().encode()])).hexdigest()[:16]
+
+
+def _load_built(paths: list[str]):
+    """The first of ``paths`` that exists and loads, or None."""
+    for path in paths:
+        if os.path.lexists(path):
+            with contextlib.suppress(OSError, AttributeError, _Unavailable):
+                library = _open(path)
+                library.build_seconds = None
+                return library
+    return None
+
+
+def _open(path: str) -> ctypes.CDLL:
+    _check_private_file(path)  # again, just before running code from it
+    library = ctypes.CDLL(path)
+    for name in _FUNCTIONS.values():
+        getattr(library, name).argtypes = (
+            [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64] * 4
+            + [ctypes.c_int64] * 5)
+        getattr(library, name).restype = None
+    library.has_openmp = bool(library.rope_has_openmp())
+    return library
 
 
 def _compilers() -> list[list[str]]:
@@ -239,38 +315,155 @@ def _compilers() -> list[list[str]]:
     return found
 
 
+# --- a private cache folder -------------------------------------------------------------------
+
 def _cache_folder() -> str:
+    """The configured folder, else ``<tmp>/rope_lab-<uid>``, whichever is safe to load from."""
     folder = os.environ.get("ROPE_LAB_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
         "rope_lab")
-    for candidate in (folder, os.path.join(tempfile.gettempdir(), f"rope_lab-{os.getuid()}")):
+    fallback = os.path.join(tempfile.gettempdir(), f"rope_lab-{os.getuid()}")
+    problems = []
+    for candidate, exact in ((folder, False), (fallback, True)):
         try:
-            os.makedirs(candidate, exist_ok=True)
-        except OSError:
+            _private_folder(candidate, exact_mode=exact)
+        except (OSError, _Unavailable) as error:
+            problems.append(f"{candidate}: {error}")
             continue
-        if os.access(candidate, os.W_OK):
-            return candidate
-    raise _Unavailable(f"no writable cache folder ({folder} or the temporary folder)")
+        return candidate
+    raise _Unavailable("no private cache folder: " + "; ".join(problems))
 
 
-def _compile(compiler, flags, source: bytes, path: str) -> str | None:
-    """Compile ``source`` to ``path`` (atomically: other processes never see half a file).
-    Returns None on success, else the compiler's last line."""
-    folder = os.path.dirname(path)
-    with tempfile.TemporaryDirectory(dir=folder) as work:
+def _private_folder(path: str, *, exact_mode: bool) -> None:
+    """Make sure ``path`` is a directory we own that nobody else can write to.
+
+    A new folder gets mode 0700 whatever the umask. An existing one is refused when it is a
+    symlink, someone else's, or writable by group or others (with ``exact_mode``: any mode
+    but 0700, as for a folder in the shared temporary directory).
+    """
+    created = False
+    with contextlib.suppress(FileExistsError):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        os.mkdir(path, 0o700)
+        created = True
+    if os.path.islink(path):
+        raise _Unavailable("it is a symlink")
+    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        info = os.fstat(descriptor)
+        if info.st_uid != os.getuid():
+            raise _Unavailable(f"it belongs to user id {info.st_uid}, not to you")
+        if created:
+            os.fchmod(descriptor, 0o700)
+        elif info.st_mode & (0o077 if exact_mode else 0o022):
+            raise _Unavailable(f"mode {info.st_mode & 0o777:o} lets others "
+                               + ("in" if exact_mode else "write to it")
+                               + ("; expected 700" if exact_mode else ""))
+        if not os.access(path, os.W_OK):
+            raise _Unavailable("it is not writable")
+    finally:
+        os.close(descriptor)
+
+
+def _check_private_file(path: str) -> None:
+    """A regular file (not a symlink) we own, that nobody else can write to."""
+    info = os.lstat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise _Unavailable(f"{path} is not a regular file (a symlink?)")
+    if info.st_uid != os.getuid():
+        raise _Unavailable(f"{path} belongs to user id {info.st_uid}, not to you")
+    if info.st_mode & 0o022:
+        raise _Unavailable(f"{path} has mode {info.st_mode & 0o777:o}: others can write to it")
+
+
+def _write_private(path: str, data: bytes, mode: int = 0o600) -> None:
+    """Write a new file with exactly ``mode``, whatever the umask; never through a symlink."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    with os.fdopen(descriptor, "wb") as handle:
+        os.fchmod(descriptor, mode)
+        handle.write(data)
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: str, deadline: float):
+    """One build at a time per cache folder, across processes (threads hold ``_lock``)."""
+    import fcntl  # POSIX only, like the rest of the build
+
+    path = os.path.join(folder, "rope_half.lock")
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise _Unavailable(
+                        f"another process held {path} for {BUILD_SECONDS_LIMIT:g} s") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
+def _remembered_failure(path: str) -> str | None:
+    """The reason of a failed build recorded at ``path`` less than FAILURE_RETRY_SECONDS ago."""
+    try:
+        _check_private_file(path)
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+        if time.time() - float(record["time"]) < FAILURE_RETRY_SECONDS:
+            return str(record["reason"])
+    except (OSError, ValueError, KeyError, TypeError, _Unavailable):
+        pass
+    return None
+
+
+def _remember_failure(path: str, reason: str) -> None:
+    temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        _write_private(temporary, json.dumps({"time": time.time(), "reason": reason}).encode())
+        os.replace(temporary, path)
+    except OSError:
+        pass  # not remembered on disk: the next process tries again, no harm done
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+
+
+def _compile(command: list[str], source: bytes, path: str, deadline: float) -> str | None:
+    """Compile ``source`` to ``path`` (atomically: other processes never see half a file),
+    giving up at ``deadline``. Returns None on success, else the compiler's last line."""
+    work = tempfile.mkdtemp(prefix="build-", dir=os.path.dirname(path))  # mode 0700
+    try:
         source_path = os.path.join(work, "rope_half.c")
-        with open(source_path, "wb") as handle:
-            handle.write(source)
+        _write_private(source_path, source)
         built = os.path.join(work, "rope_half.so")
         try:
-            result = subprocess.run([*compiler, *flags, source_path, "-o", built],
-                                    capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as error:
+            # A session of its own, so that a timeout kills the compiler's children too.
+            process = subprocess.Popen([*command, source_path, "-o", built],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as error:
             return str(error)
-        if result.returncode != 0 or not os.path.exists(built):
-            lines = (result.stderr or result.stdout or "").strip().splitlines()
-            return lines[-1] if lines else f"exit status {result.returncode}"
+        try:
+            output, _ = process.communicate(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            return f"stopped at the build's limit of {BUILD_SECONDS_LIMIT:g} s"
+        if process.returncode != 0 or not os.path.exists(built):
+            lines = output.decode(errors="replace").strip().splitlines()
+            return lines[-1] if lines else f"exit status {process.returncode}"
+        descriptor = os.open(built, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fchmod(descriptor, 0o700)  # whatever the umask gave it
+        finally:
+            os.close(descriptor)
         os.replace(built, path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return None
 
 

@@ -13,6 +13,12 @@ import torch
 
 LAYOUTS = ("half", "interleaved")
 
+# A table built from a number you pass (positions × frequencies, a d×d matrix per position,
+# a context length's worth of sums) is refused past this many bytes, before anything is
+# allocated: a mistyped dim or length gets one clear sentence, not a frozen machine or the
+# allocator's message. Raise it (rope_lab._validate.MAX_TABLE_BYTES = ...) if you mean it.
+MAX_TABLE_BYTES = 1 << 30
+
 
 def check_dim(dim, name: str = "dim") -> int:
     """A positive even integer: RoPE rotates features in pairs."""
@@ -71,6 +77,64 @@ def check_rope_input(x, name: str = "x") -> torch.Tensor:
             f"got shape {tuple(x.shape)}"
         )
     return x
+
+
+def check_writable_in_place(x: torch.Tensor, function: str, name: str = "x") -> None:
+    """x may be overwritten in place: PyTorch allows it and each element is written once."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        raise ValueError(
+            f"{function} rotates {name} in place, but {name} requires grad; "
+            f"use apply_rope({name}) instead"
+        )
+    if x.is_inference() and not torch.is_inference_mode_enabled():
+        raise ValueError(
+            f"{function} rotates {name} in place, but {name} is an inference tensor (made "
+            "under torch.inference_mode()), which PyTorch lets you write into only inside "
+            f"inference mode; call it inside torch.inference_mode(), or use apply_rope({name})"
+        )
+    if not non_overlapping(x):
+        raise ValueError(
+            f"{function} rotates {name} in place, but elements of {name} share memory (shape "
+            f"{tuple(x.shape)}, strides {x.stride()}: an expand() or an overlapping "
+            "as_strided view), so a shared element would be rotated more than once; "
+            f"use apply_rope({name}), or {name}.contiguous() first"
+        )
+
+
+def non_overlapping(t: torch.Tensor) -> bool:
+    """True when no two elements of t share memory.
+
+    PyTorch's own test answers "no" for ordinary tensors and "yes" for expanded ones; for the
+    rest (as_strided views) the strides decide, conservatively: sorted by stride, every dim
+    must step past the whole extent of the dims inside it.
+    """
+    verdict = torch._debug_has_internal_overlap(t)  # 0 no, 1 yes, 2 too hard to tell
+    if verdict != 2:
+        return verdict == 0
+    extent = 1
+    for stride, size in sorted((t.stride(k), t.shape[k]) for k in range(t.dim())
+                               if t.shape[k] > 1):
+        if stride < extent:
+            return False
+        extent = stride * size
+    return True
+
+
+def check_table_size(function: str, what: str, nbytes: int) -> None:
+    """Refuse a table of ``nbytes`` past MAX_TABLE_BYTES; ``what`` names the parameters."""
+    if nbytes > MAX_TABLE_BYTES:
+        raise ValueError(
+            f"{function}: {what} needs {format_bytes(nbytes)} of memory (limit "
+            f"{format_bytes(MAX_TABLE_BYTES)}, rope_lab._validate.MAX_TABLE_BYTES); "
+            "expected a smaller value"
+        )
+
+
+def format_bytes(nbytes: float) -> str:
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.3g} {unit}"
+    return f"{nbytes:.0f} bytes"
 
 
 def check_rotary_dim(rotary_dim, dim: int) -> int:

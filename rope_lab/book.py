@@ -7,14 +7,21 @@ move on a static page, so each widget output is replaced by the figure its panel
 default settings, with a note saying so. The command exits non-zero when a page is missing,
 shows an error or stderr output, or links to a page that does not exist.
 
-Importing this module is cheap; nbformat, nbclient and nbconvert (installed with JupyterLab)
-are imported only when a book is built.
+The site works offline (a classroom may have no network): MathJax is copied into it from
+the ``jupyter-server-mathjax`` package (the ``book`` extra), and the Chinese words of the
+course render from a small web font shipped in ``rope_lab/book_assets/`` (made by
+``scripts/cjk_font.py``), so no CDN and no system CJK font are needed.
+
+Importing this module is cheap; nbformat, nbclient and nbconvert are imported only when a
+book is built.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import html
+import io
 import posixpath
 import re
 import shutil
@@ -27,6 +34,19 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 BOOK_DIR = ROOT / "build" / "book"
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+BINDER_BADGE = "https://mybinder.org/badge_logo.svg"
+
+# The web font with every Chinese character the course uses (scripts/cjk_font.py).
+ASSETS = Path(__file__).resolve().parent / "book_assets"
+CJK_FONT = ASSETS / "cjk-subset.woff"
+CJK_FAMILY = "rope_lab CJK"
+# Where the site's copy of MathJax goes, and the configuration nbconvert's template expects.
+MATHJAX_DIR = "mathjax"
+MATHJAX_URL = f"{MATHJAX_DIR}/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+# A frozen panel whose figure looks like the figure just above it is not shown again (see
+# same_figure). Measured on the course's book: a panel and the static figure of the same
+# plot differ by 0.005-0.008, two different figures of one notebook by 0.023 or more.
+SAME_FIGURE = 0.015
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -35,6 +55,12 @@ STDERR_MARK = 'data-mime-type="application/vnd.jupyter.stderr"'
 
 
 # --- README ---------------------------------------------------------------------------------
+
+def binder_url() -> str:
+    """JupyterLab on Binder (mybinder.org builds it from environment.yml)."""
+    owner_and_name = REPOSITORY.split("github.com/", 1)[1]
+    return f"https://mybinder.org/v2/gh/{owner_and_name}/main?urlpath=lab/tree/notebooks"
+
 
 def readme_badges() -> str:
     """The README's notebook table, one "Open in Colab" badge per notebook (markdown)."""
@@ -46,6 +72,50 @@ def readme_badges() -> str:
             f"| {notebook.minutes} | {badge} |"
         )
     return "\n".join(lines)
+
+
+BADGES_START, BADGES_END = "<!-- notebook table: start -->", "<!-- notebook table: end -->"
+_GITHUB = re.compile(r"https://github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?")
+
+
+def set_repository(url: str, root: Path = ROOT) -> list[Path]:
+    """Publish the course at ``url``: rewrite every place that names the repository.
+
+    That is :data:`rope_lab.course.REPOSITORY`, the README (badges, links, the notebook
+    table) and the install cell of every notebook. Returns the files changed.
+    """
+    import nbformat
+
+    match = _GITHUB.fullmatch(url.strip())
+    if not match:
+        raise ValueError(f"set_repository: url={url!r} is not a GitHub repository address; "
+                         "expected https://github.com/OWNER/NAME")
+    new = f"https://github.com/{match[1]}/{match[2]}"
+    old = REPOSITORY
+    if new == old:
+        return []
+    old_name, new_name = old.split("github.com/", 1)[1], new.split("github.com/", 1)[1]
+    changed = []
+    course = root / "rope_lab" / "course.py"
+    text = course.read_text(encoding="utf-8")
+    course.write_text(text.replace(f'REPOSITORY = "{old}"', f'REPOSITORY = "{new}"', 1),
+                      encoding="utf-8")
+    changed.append(course)
+    readme = root / "README.md"
+    if readme.exists():
+        text = readme.read_text(encoding="utf-8")
+        text = re.sub(r"(github\.com/|colab\.research\.google\.com/github/|mybinder\.org/v2/gh/)"
+                      + re.escape(old_name) + r"\b", lambda m: m[1] + new_name, text)
+        readme.write_text(text, encoding="utf-8")
+        changed.append(readme)
+    new_cell = COLAB_CELL.replace(old, new)
+    for path in sorted((root / "notebooks").rglob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        if nb.cells and nb.cells[0].cell_type == "code" and nb.cells[0].source == COLAB_CELL:
+            nb.cells[0].source = new_cell
+            nbformat.write(nb, path)
+            changed.append(path)
+    return changed
 
 
 # --- which notebooks, in which order --------------------------------------------------------
@@ -87,10 +157,12 @@ def _walk(model_id: str, models: dict, seen: set):
             yield from _walk(child[len("IPY_MODEL_"):], models, seen)
 
 
-def freeze_widget(model_id: str, models: dict) -> list[dict]:
+def freeze_widget(model_id: str, models: dict, shown_above: list[str] = ()) -> list[dict]:
     """Static outputs standing in for one widget view: its panels' PNGs and a note.
 
     The note lists the controls' values, so a reader knows which setting the figure shows.
+    When the panel's figure looks like one of ``shown_above`` (the figures of the code cell
+    just above, base64 PNGs), it is left out and the note points up instead.
     """
     from nbformat.v4 import new_output
 
@@ -100,6 +172,10 @@ def freeze_widget(model_id: str, models: dict) -> list[dict]:
         if model.get("model_name") == "OutputModel":
             images += [o["data"]["image/png"] for o in state.get("outputs", [])
                        if "image/png" in o.get("data", {})]
+        elif model.get("model_name") == "ImageModel":
+            # the PNG travels as a binary buffer, base64-encoded in the saved state
+            images += [buffer["data"] for buffer in model.get("buffers", [])
+                       if buffer.get("path") == ["value"] and buffer.get("data")]
         elif state.get("description") and "value" in state:
             value = state["value"]
             settings.append(f"{state['description']} = "
@@ -110,10 +186,15 @@ def freeze_widget(model_id: str, models: dict) -> list[dict]:
             if 0 <= state["index"] < len(labels):
                 settings.append(f"{state['description']} = {labels[state['index']]}")
     shown = f" Shown at {', '.join(settings)}." if settings else ""
+    duplicate = bool(images) and any(same_figure(images[-1], above) for above in shown_above)
+    if duplicate:
+        shown = (f" At its default settings ({', '.join(settings)}) it draws the figure above."
+                 if settings else " At its default settings it draws the figure above.")
     note = ("*Interactive panel: run the notebook (JupyterLab, VS Code or Colab) to move "
             f"its controls.{shown}*" if images else
             "*Interactive widget: run the notebook to use it; it has no static figure.*")
-    outputs = [new_output("display_data", data={"image/png": png}) for png in images[-1:]]
+    outputs = [new_output("display_data", data={"image/png": png})
+               for png in ([] if duplicate else images[-1:])]
     return outputs + [new_output("display_data", data={"text/markdown": note,
                                                        "text/plain": note})]
 
@@ -125,6 +206,7 @@ def freeze_widgets(nb) -> int:
     """
     models = _widget_models(nb)
     replaced = 0
+    above: list[str] = []  # the figures of the last code cell, for freeze_widget
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -134,11 +216,36 @@ def freeze_widgets(nb) -> int:
             if view is None:
                 outputs.append(output)
             else:
-                outputs += freeze_widget(view["model_id"], models)
+                outputs += freeze_widget(view["model_id"], models, above)
                 replaced += 1
         cell.outputs = outputs
+        above = [o["data"]["image/png"] for o in outputs if "image/png" in o.get("data", {})]
     nb.metadata.pop("widgets", None)
     return replaced
+
+
+def same_figure(png_a: str, png_b: str) -> bool:
+    """Whether two base64 PNGs show the same figure (size, margins and resolution may differ).
+
+    Each image is cropped to its drawn content, blurred (line widths and text hinting at
+    another resolution wash out) and averaged into 64 × 48 boxes; the mean grey-level
+    difference must stay under :data:`SAME_FIGURE`.
+    """
+    from PIL import Image, ImageFilter, ImageOps  # Pillow comes with matplotlib
+
+    def grey(png: str) -> bytes:
+        image = Image.open(io.BytesIO(base64.b64decode(png))).convert("L")
+        content = ImageOps.invert(image).getbbox()
+        if content:
+            image = image.crop(content)
+        image = image.filter(ImageFilter.GaussianBlur(max(image.size) / 200))
+        return image.resize((64, 48), Image.Resampling.BOX).tobytes()
+
+    try:
+        a, b = grey(png_a), grey(png_b)
+    except Exception:  # not a decodable image: cannot be the same figure
+        return False
+    return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / (255 * len(a)) < SAME_FIGURE
 
 
 # --- links and navigation -------------------------------------------------------------------
@@ -226,15 +333,40 @@ def render_page(notebook: Path, order: list[Path], pages: set[str], *,
     nav = navigation(notebook, order)
     nb.cells.insert(0, new_markdown_cell(nav))
     nb.cells.append(new_markdown_cell(nav))
-    exporter = HTMLExporter(template_name="lab")
+    exporter = HTMLExporter(template_name="lab", mathjax_url=MATHJAX_URL)
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": _title(notebook)}})
-    return rewrite_links(_without_requirejs(body), pages)
+    return rewrite_links(_offline(body), pages)
 
 
-def _without_requirejs(page: str) -> str:
-    """Drop the template's require.js: no output on these pages needs it (widgets are frozen),
-    and it would be a network request on every page view."""
-    return re.sub(r'<script src="[^"]*require(?:\.min)?\.js"></script>\s*', "", page)
+# Chinese words fall back to the shipped subset font when no system font has the glyphs.
+FONT_CSS = f"""<style>
+@font-face {{ font-family: "{CJK_FAMILY}"; src: url("{CJK_FONT.name}") format("woff"); }}
+body, .jp-RenderedHTMLCommon, .jp-RenderedText pre, .jp-InputArea-editor {{
+  font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif, "{CJK_FAMILY}"; }}
+code, pre, .highlight pre {{ font-family: ui-monospace, SFMono-Regular, Menlo, Consolas,
+  "DejaVu Sans Mono", monospace, "{CJK_FAMILY}"; }}
+</style>
+"""
+
+
+# jupyter-server-mathjax ships MathJax's STIX-Web fonts only (not its default TeX fonts):
+# configured before MathJax.js loads, so it never asks for the missing ones.
+MATHJAX_FONTS = """<script>window.MathJax = {"HTML-CSS": {availableFonts: ["STIX-Web"],
+  preferredFont: "STIX-Web", webFont: "STIX-Web", imageFont: null}};</script>
+"""
+
+
+def _offline(page: str) -> str:
+    """Make a page work with no network.
+
+    Drops the template's require.js (no output needs it once widgets are frozen; it would
+    be a request to a CDN on every view) and adds the CJK web font. MathJax already points
+    at the site's own copy (:data:`MATHJAX_URL`).
+    """
+    page = re.sub(r'<script src="[^"]*require(?:\.min)?\.js"></script>\s*', "", page)
+    mathjax = f'<script src="{MATHJAX_URL}"'
+    page = page.replace(mathjax, MATHJAX_FONTS + mathjax, 1)
+    return page.replace("</head>", FONT_CSS + "</head>", 1)
 
 
 def render_markdown_page(markdown: str, title: str, pages: set[str]) -> str:
@@ -244,9 +376,9 @@ def render_markdown_page(markdown: str, title: str, pages: set[str]) -> str:
 
     nb = new_notebook(cells=[new_markdown_cell("[Course map](index.html)"),
                              new_markdown_cell(markdown)])
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(
+    body, _ = HTMLExporter(template_name="lab", mathjax_url=MATHJAX_URL).from_notebook_node(
         nb, resources={"metadata": {"name": title}})
-    return rewrite_links(_without_requirejs(body), pages)
+    return rewrite_links(_offline(body), pages)
 
 
 def index_page(order: list[Path], extra_pages: dict[str, str]) -> str:
@@ -278,11 +410,13 @@ table {{ border-collapse: collapse; width: 100%; }}
 td, th {{ border-bottom: 1px solid #ddd; padding: .4rem .6rem; text-align: left;
           vertical-align: top; }}
 td:nth-child(3) {{ white-space: nowrap; }}
-</style></head><body>
+</style>
+{FONT_CSS}</head><body>
 <h1>rope_lab: position encoding and RoPE, interactively</h1>
 <p>The notebooks of the course, executed, with their figures. The sliders only move when
 you run a notebook yourself (JupyterLab, VS Code or Colab; source:
-<a href="{REPOSITORY}">{REPOSITORY}</a>); here each panel shows its default setting.</p>
+<a href="{REPOSITORY}">{REPOSITORY}</a>, or in the browser on
+<a href="{binder_url()}">Binder</a>); here each panel shows its default setting.</p>
 <table><thead><tr><th>#</th><th>notebook</th><th>time</th><th>what you learn</th></tr></thead>
 <tbody>
 {chr(10).join(rows)}
@@ -302,9 +436,11 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
     if teaching is not None and teaching.exists():
         extra["teaching.html"] = "Teaching guide"
         pages.add("teaching.html")
+    mathjax = mathjax_source()  # before anything is deleted: fail early, say what to install
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
+    copy_offline_assets(out_dir, mathjax)
     written = []
     for notebook in order:
         log(f"rendering {notebook.name}")
@@ -317,6 +453,51 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
             encoding="utf-8")
     (out_dir / "index.html").write_text(index_page(order, extra), encoding="utf-8")
     return written
+
+
+class MissingBookDependency(RuntimeError):
+    """Something ``make book`` needs is not installed; the message names the fix."""
+
+
+def mathjax_source() -> Path:
+    """The MathJax 2 folder of the ``jupyter-server-mathjax`` package."""
+    try:
+        import jupyter_server_mathjax
+    except ImportError:
+        raise MissingBookDependency(
+            "the book needs MathJax from the jupyter-server-mathjax package, which is not "
+            "installed: run `make book` (it installs the `book` extra) or "
+            "`pip install 'rope_lab[book]'`") from None
+    static = Path(jupyter_server_mathjax.__file__).resolve().parent / "static"
+    if not (static / "MathJax.js").exists():
+        raise MissingBookDependency(f"jupyter-server-mathjax has no MathJax.js in {static}; "
+                                    "reinstall it: pip install --force-reinstall "
+                                    "jupyter-server-mathjax")
+    return static
+
+
+def copy_offline_assets(out_dir: Path, mathjax: Path) -> None:
+    """MathJax (without its 3.5 MB of screen-reader maps) and the CJK font, into the site."""
+    shutil.copytree(mathjax, out_dir / MATHJAX_DIR,
+                    ignore=shutil.ignore_patterns("mathmaps", "*.py", "__pycache__"))
+    if not CJK_FONT.exists():
+        raise MissingBookDependency(f"{CJK_FONT} is missing: run `make cjk-font`")
+    shutil.copy2(CJK_FONT, out_dir / CJK_FONT.name)
+
+
+# Characters of the CJK blocks (ideographs, CJK punctuation, full-width forms).
+_CJK = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]")
+
+
+def cjk_characters(root: Path = ROOT) -> set[str]:
+    """Every CJK character of the course's text: notebooks, markdown and the package."""
+    files = [*root.glob("notebooks/**/*.ipynb"), *root.glob("notebooks/**/*.md"),
+             root / "README.md", *root.glob("rope_lab/**/*.py")]
+    found = set()
+    for path in files:
+        if path.exists():
+            found |= set(_CJK.findall(path.read_text(encoding="utf-8")))
+    return found
 
 
 _LOCAL_HREF = re.compile(r'(?:href|src)="(?!https?:|data:|mailto:|#|//)([^"#?]+)')
@@ -348,15 +529,32 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=BOOK_DIR, help="output folder")
     parser.add_argument("--badges", action="store_true",
                         help="print the README's notebook table with Colab badges and stop")
+    parser.add_argument("--set-repository", metavar="URL",
+                        help="publish the course at URL (https://github.com/OWNER/NAME): "
+                             "rewrite the README, rope_lab/course.py and every install cell")
     args = parser.parse_args(argv)
     if args.badges:
         print(readme_badges())
+        return 0
+    if args.set_repository:
+        try:
+            changed = set_repository(args.set_repository)
+        except ValueError as error:
+            print(f"book: {error}", file=sys.stderr)
+            return 2
+        for path in changed:
+            print(f"book: rewrote {path.relative_to(ROOT)}")
+        print(f"book: {len(changed)} file(s) now point at {args.set_repository}")
         return 0
     order = args.notebooks or course_notebooks()
     if not order:
         print("no notebooks found in notebooks/; nothing to publish", file=sys.stderr)
         return 1
-    build(args.out, order)
+    try:
+        build(args.out, order)
+    except MissingBookDependency as error:
+        print(f"book: {error}", file=sys.stderr)
+        return 1
     found = problems(args.out, order)
     for problem in found:
         print(f"book: {problem}", file=sys.stderr)

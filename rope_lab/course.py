@@ -2,14 +2,19 @@
 
 ``NOTEBOOKS`` is the single list of notebooks: notebook 00 draws its map from it, the README
 lists it, and a test checks that each file exists and begins with :data:`COLAB_CELL`.
+
+:data:`REPOSITORY` is the one place that says where the course is published. The README's
+Colab and Binder badges, every notebook's install cell and the book's links are made from
+it; ``make set-repository URL=...`` rewrites them all and a test keeps them in step.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Where the course is published; the Colab cell and the README badges point here.
+# Where the course is published (change it with `make set-repository URL=...`).
 REPOSITORY = "https://github.com/rope-lab/rope_lab"
+BRANCH = "main"
 
 
 @dataclass(frozen=True)
@@ -43,17 +48,32 @@ NOTEBOOKS = (
              "RoPE is memory-bound: bytes, FLOPs and measured speed."),
 )
 
-# The first cell of every notebook: installs rope_lab on Colab, does nothing elsewhere.
+# The first cell of every notebook: installs rope_lab on Colab, does nothing elsewhere. It
+# installs from the repository's zip archive over HTTPS, so no git and no credential prompt
+# is involved; if that fails (no network, a private or moved repository) it stops the
+# notebook with one message that says what to do.
 COLAB_CELL = f"""\
 # On Google Colab, install the course package first; elsewhere this cell does nothing.
 import sys
 
 if "google.colab" in sys.modules:
-    %pip install --quiet "rope_lab @ git+{REPOSITORY}"\
+    import subprocess
+
+    source = "{REPOSITORY}/archive/refs/heads/{BRANCH}.zip"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-input",
+                          f"rope_lab[models] @ {{source}}"],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if pip.returncode != 0:
+        raise SystemExit(
+            f"Could not install rope_lab from {{source}}: "
+            f"{{(pip.stderr.strip().splitlines() or ['no message'])[-1]}}\\n"
+            "Check that this runtime has internet access (Colab: Runtime > Change runtime "
+            "type), and that the address above opens in a browser; if the course moved, "
+            "open the notebook from its new repository.")\
 """
 
 
 def colab_url(filename: str) -> str:
     """The link that opens a notebook of the course in Google Colab."""
     return f"https://colab.research.google.com/github/{REPOSITORY.split('github.com/')[1]}" \
-        f"/blob/main/notebooks/{filename}"
+        f"/blob/{BRANCH}/notebooks/{filename}"

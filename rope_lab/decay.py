@@ -31,9 +31,14 @@ import numpy as np
 import torch
 
 from rope_lab import _validate
-from rope_lab.rope import DEFAULT_BASE, apply_rope, inv_freq, rope_angles, rope_pairs
+from rope_lab.rope import DEFAULT_BASE, _outer_angles, apply_rope, inv_freq, rope_angles, rope_pairs
 
 MODES = ("ones", "random", "correlated")
+
+# minimum_base refuses a search estimated to take longer than this (see _search_seconds),
+# and shows a progress bar for one estimated to take longer than PROGRESS_SECONDS.
+MINIMUM_BASE_MAX_SECONDS = 20.0
+PROGRESS_SECONDS = 2.0
 
 
 # --- validation -----------------------------------------------------------------------------
@@ -46,6 +51,17 @@ def _distances(distances, device=None) -> torch.Tensor:
             f"distances must be 1-D, shape (D,), got shape {tuple(distances.shape)}"
         )
     return distances
+
+
+def _angles(function: str, distances, dim: int, base: float, bytes_per_entry: int):
+    """Validated Δ·θ_i in float64, ``(D, d/2)``, after checking that ``bytes_per_entry`` bytes
+    for each of the D × d/2 entries (the angles and what the caller builds from them) fit."""
+    distances = _distances(distances)
+    theta = inv_freq(dim, base, dtype=torch.float64)
+    _validate.check_table_size(
+        function, f"{len(distances)} distances × dim={dim}",
+        len(distances) * (dim // 2) * bytes_per_entry)
+    return _outer_angles(distances, theta)
 
 
 def _check_mode(mode) -> str:
@@ -91,10 +107,15 @@ def score_curve(q: torch.Tensor, k: torch.Tensor, distances, *, base: float = DE
     Returns:
         ``(..., D)`` scores, in the promoted dtype of q and k.
     """
-    _check_pair(q, k)
+    dim = _check_pair(q, k)
     _validate.check_layout(layout)
     dtype = torch.promote_types(q.dtype, k.dtype)
     distances = _distances(distances, device=k.device)
+    pairs = torch.broadcast_shapes(q.shape[:-1], k.shape[:-1]).numel()
+    # rotated keys and their products with q: two (..., D, d) tensors; cos, sin, angles
+    _validate.check_table_size(
+        "score_curve", f"{len(distances)} distances × dim={dim} × {pairs} (q, k) pairs",
+        len(distances) * dim * (2 * pairs * dtype.itemsize + 6))
     q, k = torch.broadcast_tensors(q.to(dtype), k.to(dtype))
     rotated_q = apply_rope(q[..., None, :], [0], base=base, layout=layout)
     keys = k[..., None, :].expand(*k.shape[:-1], len(distances), k.shape[-1])
@@ -112,14 +133,13 @@ def cos_sum(distances, dim: int, *, base: float = DEFAULT_BASE) -> torch.Tensor:
     Returns:
         ``(D,)`` float64. Equals s(Δ) when q = k and every pair of q has unit length.
     """
-    theta = inv_freq(dim, base, dtype=torch.float64)
-    return rope_angles(_distances(distances), theta).cos().sum(-1)
+    return _angles("cos_sum", distances, dim, base, 16).cos().sum(-1)
 
 
-def _partial_sums(distances, dim: int, base: float) -> torch.Tensor:
+def _partial_sums(distances, dim: int, base: float, function: str) -> torch.Tensor:
     """|S_j| for j = 1 … d/2, S_j = Σ_{i<j} e^{iΔθ_i}: ``(D, d/2)`` float64."""
-    theta = inv_freq(dim, base, dtype=torch.float64)
-    angles = rope_angles(_distances(distances), theta)
+    # angles, ones (8 bytes each), e^{iΔθ} and its cumsum (16 each), |S_j| (8)
+    angles = _angles(function, distances, dim, base, 56)
     return torch.polar(torch.ones_like(angles), angles).cumsum(-1).abs()
 
 
@@ -129,7 +149,7 @@ def abel_curve(distances, dim: int, *, base: float = DEFAULT_BASE) -> torch.Tens
     Returns:
         ``(D,)`` float64; (d/2 + 1)/2 at Δ = 0, decaying (with ripples) as Δ grows.
     """
-    return _partial_sums(distances, dim, base).mean(-1)
+    return _partial_sums(distances, dim, base, "abel_curve").mean(-1)
 
 
 def abel_bound(q: torch.Tensor, k: torch.Tensor, distances, *, base: float = DEFAULT_BASE,
@@ -152,7 +172,7 @@ def abel_bound(q: torch.Tensor, k: torch.Tensor, distances, *, base: float = DEF
     )
     h = torch.cat((h, torch.zeros_like(h[..., :1])), dim=-1)
     step = (h[..., :-1] - h[..., 1:]).abs().amax(-1, keepdim=True)
-    return step * _partial_sums(distances, dim, base).to(step.device).sum(-1)
+    return step * _partial_sums(distances, dim, base, "abel_bound").to(step.device).sum(-1)
 
 
 # --- random and correlated q, k -----------------------------------------------------------
@@ -171,6 +191,8 @@ def sample_qk(dim: int, *, mode: str = "correlated", noise: float = 1.0, samples
     _check_mode(mode)
     noise = _check_noise(noise)
     _validate.check_positive_int(samples, "samples")
+    _validate.check_table_size("sample_qk", f"samples={samples} × dim={dim}",
+                               3 * samples * dim * dtype.itemsize)  # q, the noise, k
     if mode == "ones":
         ones = torch.ones(samples, dim, dtype=dtype)
         return ones, ones.clone()
@@ -209,8 +231,7 @@ def score_std(distances, dim: int, *, base: float = DEFAULT_BASE, mode: str = "c
     """
     _check_mode(mode)
     noise = _check_noise(noise)
-    theta = inv_freq(dim, base, dtype=torch.float64)
-    cos = rope_angles(_distances(distances), theta).cos()
+    cos = _angles("score_std", distances, dim, base, 16).cos()
     if mode == "ones":
         return torch.zeros(cos.shape[0], dtype=torch.float64)
     if mode == "random":
@@ -249,14 +270,29 @@ def _cos_sums_up_to(context_length: int, theta: torch.Tensor) -> torch.Tensor:
 def lowest_cos_sum(base: float, context_length: int, dim: int = 128) -> float:
     """min over m = 0 … L of Σ_i cos(mθ_i); the criterion holds when this is ≥ 0."""
     _validate.check_positive_int(context_length, "context_length")
+    _check_sums_size("lowest_cos_sum", context_length)
     theta = inv_freq(dim, base, dtype=torch.float64)
     with _one_thread():
         return float(_cos_sums_up_to(context_length, theta).min())
 
 
+def _check_sums_size(function: str, context_length: int) -> None:
+    # the table of L + 1 sums, the angles of its two factors, and the ratios minimum_base forms
+    _validate.check_table_size(function, f"context_length={context_length}",
+                               3 * (context_length + 1) * 8)
+
+
 def satisfies_base_criterion(base: float, context_length: int, dim: int = 128) -> bool:
     """True when Σ_i cos(mθ_i) ≥ 0 for every m = 0 … context_length."""
     return lowest_cos_sum(base, context_length, dim) >= 0
+
+
+def _search_seconds(context_length: int) -> float:
+    """minimum_base's running time, estimated from runs on one core of a 2-core machine (d = 64
+    and 128 alike): 0.1 s at L = 1024, 1.6–1.9 s at 32 768, 9–11 s at 131 072, 37–41 s at
+    262 144, 74 s at 524 288. The count of full evaluations and each one's cost both grow
+    with L; 11 s·(L/131 072)^1.6 fits the long runs."""
+    return 11.0 * (context_length / 131072) ** 1.6
 
 
 # Below this many units of log(base) the search stops trying to prove a gap invalid.
@@ -282,6 +318,11 @@ def minimum_base(context_length: int, dim: int = 128) -> float:
 
     Gaps narrower than 1e-9 in ln(base) are stepped over unproven; nothing else is.
 
+    The work grows faster than L (more evaluations, each over all L distances): the search
+    is refused (``ValueError``) when estimated to take longer than
+    :data:`MINIMUM_BASE_MAX_SECONDS` (about L = 190 000), and shows a progress bar when
+    estimated to take longer than :data:`PROGRESS_SECONDS` (about L = 45 000).
+
     Args:
         context_length: L, the largest distance m that must satisfy the criterion.
         dim: head dimension d.
@@ -291,6 +332,15 @@ def minimum_base(context_length: int, dim: int = 128) -> float:
     """
     _validate.check_positive_int(context_length, "context_length")
     _validate.check_dim(dim)
+    seconds = _search_seconds(context_length)
+    if seconds > MINIMUM_BASE_MAX_SECONDS:
+        raise ValueError(
+            f"minimum_base: context_length={context_length} needs about {seconds:.3g} s of "
+            f"search (estimate; limit {MINIMUM_BASE_MAX_SECONDS:g} s, "
+            "rope_lab.decay.MINIMUM_BASE_MAX_SECONDS, about context_length ≤ 190000); "
+            "expected a smaller context_length"
+        )
+    _check_sums_size("minimum_base", context_length)
     if dim == 2 and context_length >= 2:
         # One pair, θ_0 = base⁰ = 1 for every base, and cos(2) < 0.
         raise ValueError(
@@ -303,7 +353,13 @@ def minimum_base(context_length: int, dim: int = 128) -> float:
     distances = torch.arange(1, context_length + 1, dtype=torch.float64)
     witnesses = np.empty(0)
     u = 0.0
-    with _one_thread():
+    # tqdm writes to stderr (where a notebook cell counts as failed): only for long searches.
+    # Imported here: in a notebook tqdm.auto loads ipywidgets, which math modules never do.
+    from tqdm.auto import tqdm
+
+    progress = tqdm(desc="minimum_base", unit=" full evaluations",
+                    disable=seconds <= PROGRESS_SECONDS)
+    with _one_thread(), progress:
         while True:
             theta = np.exp(-u * x)  # = inv_freq(dim, e^u), checked in the tests
             speed = float(x @ theta)  # S(u)
@@ -315,6 +371,8 @@ def minimum_base(context_length: int, dim: int = 128) -> float:
                 sums = _cos_sums_up_to(
                     context_length, inv_freq(dim, math.exp(u), dtype=torch.float64)
                 )
+                progress.update()
+                progress.set_postfix_str(f"base ≥ {math.exp(u):.4g}", refresh=False)
                 if float(sums.min()) >= 0:
                     return math.exp(u)
                 reach = -sums[1:] / distances

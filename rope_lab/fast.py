@@ -124,16 +124,32 @@ def _rotate_into(x, cos, sin, layout, out):
         out[..., rotary_dim:].copy_(x[..., rotary_dim:])  # partial rotary: the tail passes
     x_rot, out_rot = x[..., :rotary_dim], out[..., :rotary_dim]
 
-    if x.is_cuda and _triton_rotate(x_rot, cos, sin, layout, out_rot):
+    if (x.is_cuda and _triton_rotate(x_rot, cos, sin, layout, out_rot)) or (
+        layout == "half" and _ckernel.rotate_half(x_rot, cos, sin, out_rot)  # one C loop
+    ):
+        _mark_written(out)
         return out
-    if layout == "half" and _ckernel.rotate_half(x_rot, cos, sin, out_rot):
-        return out  # one C loop: one read, one write
     if layout == "interleaved" and x.dtype == compute and _complex_view_ok(x_rot, out_rot):
         # Pairs (2i, 2i+1) are adjacent: view them as complex numbers, one multiply.
         torch.mul(_as_complex(x_rot), _rotation(cos, sin), out=_as_complex(out_rot))
         return out
     _rotate_in_blocks(x_rot, cos, sin, layout, out_rot, compute, in_place)
     return out
+
+
+# torch.autograd.graph.increment_version is the public name; where a torch lacks it, the
+# private function it wraps (which has been there longer) does the same.
+_increment_version = (getattr(torch.autograd.graph, "increment_version", None)
+                      or torch._C._increment_version)
+
+
+def _mark_written(t: torch.Tensor) -> None:
+    """Tell autograd that t changed. A kernel that writes through a raw pointer (C, Triton)
+    does not move the version counter as PyTorch's own in-place ops do, so a tensor that
+    autograd saved for backward would be used, rotated, without the usual "modified by an
+    inplace operation" error. Inference tensors have no counter to move."""
+    if not t.is_inference():
+        _increment_version(t)
 
 
 def _rotate_in_blocks(x, cos, sin, layout, out, compute, in_place):

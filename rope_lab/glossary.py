@@ -95,7 +95,12 @@ def lookup(word: str) -> Term:
 def glossary_markdown(terms=GLOSSARY) -> str:
     """A Markdown table of ``terms``, in course order (English | 中文 | meaning | notebook)."""
     rows = ["| English | 中文 | meaning | notebook |", "|---|---|---|---|"]
+
+    def escape(text: str) -> str:
+        # | ends a cell; _ and * would pair up into italics (PE(p)_{2i} … ω_i)
+        return text.replace("|", "\\|").replace("_", "\\_").replace("*", "\\*")
+
     for term in sorted(terms, key=lambda t: t.notebook):
-        meaning = term.meaning.replace("|", "\\|")
-        rows.append(f"| {term.english} | {term.chinese} | {meaning} | {term.notebook} |")
+        rows.append(f"| {escape(term.english)} | {term.chinese} | {escape(term.meaning)} "
+                    f"| {term.notebook} |")
     return "\n".join(rows)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from rope_lab import _validate
-from rope_lab.rope import DEFAULT_BASE, inv_freq, rope_angles, rope_matrix
+from rope_lab.rope import DEFAULT_BASE, _rope_matrix, inv_freq, rope_angles
 
 
 def _angles(x: torch.Tensor, positions, base: float) -> torch.Tensor:
@@ -34,13 +34,20 @@ def apply_rope_dense(
 ) -> torch.Tensor:
     """x'_m = R_{Θ,m} x_m with the full ``(dim, dim)`` matrix: O(d²) work per token.
 
-    Only for teaching: it builds one d×d matrix per position.
+    Only for teaching: it builds one d×d matrix per token, so it refuses (``ValueError``) an x
+    whose matrices would pass ``rope_lab._validate.MAX_TABLE_BYTES``.
     """
     _validate.check_rope_input(x)
     dim = _validate.check_dim(x.shape[-1], name="x.shape[-1]")
+    _validate.check_layout(layout)
+    base = _validate.check_base(base)
     positions = _validate.positions_for(x, positions)
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    matrices = rope_matrix(positions, dim, base=base, layout=layout, dtype=dtype, device=x.device)
+    tokens = x.shape[:-1].numel()  # the batched matmul expands the matrices to every token
+    _validate.check_table_size(
+        "apply_rope_dense", f"x of shape {tuple(x.shape)} ({tokens} tokens × dim² = {dim}²)",
+        tokens * dim * dim * dtype.itemsize)
+    matrices = _rope_matrix(positions, dim, base=base, layout=layout, dtype=dtype)
     return (matrices @ x.to(dtype)[..., None]).squeeze(-1).to(x.dtype)
 
 

@@ -46,6 +46,7 @@ def inv_freq(dim: int, base: float = DEFAULT_BASE, *, device=None, dtype=torch.f
     _validate.check_dim(dim)
     base = _validate.check_base(base)
     _validate.check_angle_dtype(dtype)
+    _validate.check_table_size("inv_freq", f"dim={dim}", dim // 2 * 8 * 2)
     # Exponents in float64 so that float32 results are correctly rounded.
     exponents = torch.arange(0, dim, 2, dtype=torch.float64, device=device) / dim
     return (base**-exponents).to(dtype)
@@ -63,6 +64,8 @@ def rope_angles(positions, inv_freq: torch.Tensor) -> torch.Tensor:
 
     Returns:
         ``(..., seq, dim // 2)`` angles in radians.
+
+    Raises ``ValueError`` when the table would pass ``rope_lab._validate.MAX_TABLE_BYTES``.
     """
     if not isinstance(inv_freq, torch.Tensor) or inv_freq.ndim != 1:
         raise ValueError(
@@ -72,6 +75,15 @@ def rope_angles(positions, inv_freq: torch.Tensor) -> torch.Tensor:
     if not inv_freq.is_floating_point():
         raise TypeError(f"inv_freq must be a floating-point tensor, got dtype {inv_freq.dtype}")
     positions = _validate.as_positions(positions, device=inv_freq.device)
+    wide = torch.float64 in (positions.dtype, inv_freq.dtype)
+    _validate.check_table_size(
+        "rope_angles", f"{positions.numel()} positions × {inv_freq.numel()} frequencies",
+        positions.numel() * inv_freq.numel() * (8 if wide else 4))
+    return _outer_angles(positions, inv_freq)
+
+
+def _outer_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """:func:`rope_angles` for trusted inputs (a table no bigger than the x it rotates)."""
     wide = torch.float64 in (positions.dtype, inv_freq.dtype)
     dtype = torch.float64 if wide else torch.float32
     return positions.to(dtype)[..., None] * inv_freq.to(dtype)
@@ -84,6 +96,7 @@ def rope_pairs(dim: int, layout: str = "half") -> tuple[torch.Tensor, torch.Tens
     """
     _validate.check_dim(dim)
     _validate.check_layout(layout)
+    _validate.check_table_size("rope_pairs", f"dim={dim}", dim * 8)
     if layout == "half":
         first = torch.arange(dim // 2)
         return first, first + dim // 2
@@ -144,13 +157,17 @@ def apply_rope_(
 
     Same arguments and result as :func:`apply_rope`, without allocating an output: the
     cheapest way to rotate a tensor you no longer need unrotated (a fresh q or k).
-    Not for tensors that require grad (autograd needs the unrotated values).
+
+    Refused (``ValueError``) for tensors that require grad (autograd needs the unrotated
+    values), for inference tensors outside ``torch.inference_mode`` (PyTorch forbids writing
+    into them there) and for tensors whose elements share memory (an ``expand`` or an
+    overlapping ``as_strided`` view: each shared element would be rotated more than once).
+    Like PyTorch's own in-place ops it moves x's version counter, so if autograd saved x for
+    a backward pass, that backward raises "modified by an inplace operation" instead of
+    silently using the rotated values.
     """
     _validate.check_rope_input(x)
-    if torch.is_grad_enabled() and x.requires_grad:
-        raise ValueError(
-            "apply_rope_ rotates x in place, but x requires grad; use apply_rope(x) instead"
-        )
+    _validate.check_writable_in_place(x, "apply_rope_")
     _validate.check_layout(layout)
     rotary_dim = _validate.check_rotary_dim(rotary_dim, x.shape[-1])
     cos, sin = _cos_sin_for(x, positions, base=base, freqs=inv_freq, rotary_dim=rotary_dim)
@@ -174,7 +191,7 @@ def _cos_sin_for(x, positions, *, base, freqs, rotary_dim):
                 f"pass either base or inv_freq, not both: got base={base} and an inv_freq tensor"
             )
         freqs = _validate.check_inv_freq(freqs, rotary_dim // 2).to(x.device)
-    angles = rope_angles(_validate.positions_for(x, positions), freqs)
+    angles = _outer_angles(_validate.positions_for(x, positions), freqs)
     return angles.cos(), angles.sin()
 
 
@@ -188,7 +205,7 @@ def _cached_cos_sin(seq: int, rotary_dim: int, base: float, device, dtype):
     """
     with torch.inference_mode(False), torch.no_grad():
         freqs = inv_freq(rotary_dim, base, device=device, dtype=dtype)
-        angles = rope_angles(torch.arange(seq, device=device), freqs)
+        angles = _outer_angles(torch.arange(seq, device=device), freqs)
         return angles.cos(), angles.sin()
 
 
@@ -249,11 +266,23 @@ def rope_matrix(
         dtype: torch.float32 or torch.float64.
 
     Returns:
-        ``P + (dim, dim)`` tensor, orthogonal, with R_mᵀ R_n = R_{n−m}.
+        ``P + (dim, dim)`` tensor, orthogonal, with R_mᵀ R_n = R_{n−m}. Refused
+        (``ValueError``) past ``rope_lab._validate.MAX_TABLE_BYTES``: d² numbers per position.
     """
     _validate.check_angle_dtype(dtype)
-    first, second = rope_pairs(dim, layout)
+    _validate.check_dim(dim)
+    _validate.check_layout(layout)
     positions = _validate.as_positions(position, device=device, name="position")
+    count = positions.numel()
+    _validate.check_table_size(
+        "rope_matrix", f"dim={dim}" + (f" at {count} positions" if positions.ndim else ""),
+        count * dim * dim * dtype.itemsize)
+    return _rope_matrix(positions, dim, base=base, layout=layout, dtype=dtype)
+
+
+def _rope_matrix(positions, dim, *, base, layout, dtype):
+    """:func:`rope_matrix` for validated inputs whose size was checked."""
+    first, second = rope_pairs(dim, layout)
     angles = rope_angles(positions, inv_freq(dim, base, device=positions.device, dtype=dtype))
     cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
     matrix = torch.zeros(*angles.shape[:-1], dim, dim, dtype=dtype, device=positions.device)
@@ -355,6 +384,9 @@ class RotaryEmbedding(nn.Module):
         self.layout = _validate.check_layout(layout)
         if max_seq_len is not None:
             _validate.check_positive_int(max_seq_len, "max_seq_len")
+            # angles, cos and sin: three float32 tables of max_seq_len × dim/2
+            _validate.check_table_size("RotaryEmbedding", f"max_seq_len={max_seq_len}",
+                                       3 * max_seq_len * (dim // 2) * 4)
         self.max_seq_len = max_seq_len
         self.register_buffer("inv_freq", inv_freq(dim, base), persistent=False)
         self.register_buffer("cos_cached", torch.empty(0, dim // 2), persistent=False)
@@ -384,7 +416,7 @@ class RotaryEmbedding(nn.Module):
 
     def _build_cache(self, length: int, device) -> None:
         freqs = self.inv_freq.to(device)
-        angles = rope_angles(torch.arange(length, device=device), freqs)
+        angles = _outer_angles(torch.arange(length, device=device), freqs)
         self.cos_cached, self.sin_cached = angles.cos(), angles.sin()
         self._cache_source = self.inv_freq
         self._cache_version = None if freqs.is_inference() else self.inv_freq._version
@@ -411,7 +443,7 @@ class RotaryEmbedding(nn.Module):
         if dtype == torch.float64:
             freqs = (self.inv_freq.to(positions.device, dtype) if self.custom_frequencies
                      else inv_freq(self.dim, self.base, device=positions.device, dtype=dtype))
-            angles = rope_angles(positions, freqs)
+            angles = _outer_angles(positions, freqs)
             return angles.cos(), angles.sin()
         cached = self.cos_cached.shape[0]
         device = positions.device
@@ -429,7 +461,7 @@ class RotaryEmbedding(nn.Module):
             int(positions.min()) >= 0 and int(positions.max()) < cached
         )):
             return self.cos_cached[positions], self.sin_cached[positions]
-        angles = rope_angles(positions, self.inv_freq.to(device))
+        angles = _outer_angles(positions, self.inv_freq.to(device))
         return angles.cos(), angles.sin()
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, positions=None):

@@ -1,12 +1,20 @@
 """Slider panels wired to :mod:`rope_lab.plots`.
 
 A :class:`Panel` owns a plot function and a set of ipywidgets controls. Moving a control
-calls the plot function with the current values, renders the figure to PNG once and swaps
-it into a fixed-height output area (no flicker, no layout jump). Sliders use
-``continuous_update=False`` so a redraw happens when the student lets go.
+calls the plot function with the current values, renders the figure to PNG once and puts
+the bytes into an ``ipywidgets.Image`` (the picture is swapped in place: no flicker, no
+layout jump). Sliders use ``continuous_update=False`` so a redraw happens when the student
+lets go.
+
+Why an Image and not an Output widget: a figure displayed into an ``Output`` makes
+nbclient (behind nbconvert --execute, papermill, nbval and ``make book``) echo the captured
+output back to the kernel while it waits for the cell to finish; now and then that wait
+then lasts until the cell timeout (``scripts/stall_check.py`` measures it). An
+Image is plain widget state: nothing is captured, nothing is echoed.
 
 Works with ipywidgets 7.7 (Colab) and 8 (JupyterLab 4, Notebook 7, VS Code): only widgets
-and traits present in both are used.
+and traits present in both are used. Where no widget can be shown (a terminal, a notebook
+converted to HTML without its widget state) a panel shows its figure as a plain PNG.
 
 Every panel has a programmatic handle for tests and benchmarks::
 
@@ -18,12 +26,14 @@ Every panel has a programmatic handle for tests and benchmarks::
 
 from __future__ import annotations
 
+import base64
 import time
 
 import ipywidgets as widgets
-from IPython.display import Image, display
 
 from rope_lab import plots
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 class Panel:
@@ -34,15 +44,13 @@ class Panel:
             and returning a matplotlib Figure.
         controls: name → ipywidgets control; the name is the plot function's keyword.
         fixed: keyword arguments passed to ``plot`` unchanged.
-        height: height of the output area in CSS units (keeps the page from jumping).
     """
 
-    def __init__(self, plot, controls: dict, *, fixed: dict | None = None,
-                 height: str = "420px"):
+    def __init__(self, plot, controls: dict, *, fixed: dict | None = None):
         self.plot = plot
         self.controls = dict(controls)
         self.fixed = dict(fixed or {})
-        self.output = widgets.Output(layout=widgets.Layout(height=height, overflow="hidden"))
+        self.image = widgets.Image(format="png")
         self.figure = None
         self.png = b""
         # Constrained-layout positions found once per setting of the non-slider controls
@@ -56,7 +64,7 @@ class Panel:
             control.observe(self._on_change, names="value")
         self.box = widgets.VBox(
             [widgets.HBox(list(self.controls.values()),
-                          layout=widgets.Layout(flex_flow="row wrap")), self.output]
+                          layout=widgets.Layout(flex_flow="row wrap")), self.image]
         )
         self.redraw()
 
@@ -96,10 +104,18 @@ class Panel:
         if laid_out and frozen is None:
             self._layouts[layout_key] = [axes.get_position() for axes in self.figure.axes]
         self.redraw_seconds.append(time.perf_counter() - start)
-        with self.output:
-            self.output.clear_output(wait=True)
-            display(Image(data=self.png, format="png"))
+        # Shown at the figure's size in CSS px (inches × its dpi), whatever resolution the
+        # PNG has: a PNG rendered at a higher dpi then stays crisp instead of coming out
+        # bigger. The front end's CSS caps it at the output's width, keeping the aspect.
+        with self.image.hold_sync():  # one message to the front end
+            self.image.width = str(self.css_width)
+            self.image.value = self.png
         return self.figure
+
+    @property
+    def css_width(self) -> int:
+        """Width the figure is shown at, in CSS px."""
+        return round(self.figure.get_figwidth() * self.figure.dpi)
 
     def _layout_key(self) -> tuple:
         return tuple(
@@ -112,8 +128,21 @@ class Panel:
         if not self._holding:
             self.redraw()
 
-    def _ipython_display_(self):
-        display(self.box)
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget for front ends that show widgets, the figure as a PNG for the rest.
+
+        JupyterLab, Notebook, VS Code and Colab pick the widget view; nbconvert without
+        widget state, GitHub and the like show the PNG; a terminal prints the text.
+        """
+        settings = ", ".join(f"{name}={value!r}" for name, value in self.values.items())
+        text = (f"<rope_lab panel {getattr(self.plot, '__name__', 'plot')}({settings}); "
+                "run it in JupyterLab, VS Code or Colab to move the controls>")
+        data = {
+            WIDGET_VIEW: self.box.get_view_spec(),  # what displaying the VBox itself sends
+            "image/png": base64.b64encode(self.png).decode("ascii"),
+            "text/plain": text,
+        }
+        return data, {"image/png": {"width": self.css_width}}
 
 
 def _uses_constrained_layout(figure) -> bool:
@@ -133,11 +162,22 @@ def register(factory):
     return factory
 
 
-def slider(kind: str, description: str, value, minimum, maximum, step=None, **kwargs):
+def slider(kind: str, description: str, value, minimum, maximum, step=None, *,
+           name: str | None = None, **kwargs):
     """A slider with the course's defaults: wide label, release-to-update.
 
     kind: "int", "float" or "log" (``minimum``/``maximum`` are then exponents of 10).
+    name: the parameter ``value`` came from (a panel factory's argument), for the error.
+
+    ``value`` must be one the slider can show: ipywidgets would silently clamp a value out
+    of range, and the figure would not be the one asked for. So a value outside the range,
+    or off an int slider's steps, is refused with a ValueError naming ``name`` (a value of
+    the wrong type with a TypeError).
     """
+    if kind not in ("int", "float", "log"):
+        raise ValueError(f"kind must be one of 'int', 'float', 'log', got {kind!r}")
+    _check_on_slider(name or f"the value of slider {description!r}", value, kind,
+                     minimum, maximum, step)
     style = {"description_width": "initial"}
     layout = widgets.Layout(width="320px")
     common = dict(description=description, value=value, min=minimum, max=maximum,
@@ -146,9 +186,24 @@ def slider(kind: str, description: str, value, minimum, maximum, step=None, **kw
         return widgets.IntSlider(step=step or 1, **common)
     if kind == "float":
         return widgets.FloatSlider(step=step or (maximum - minimum) / 100, **common)
-    if kind == "log":
-        return widgets.FloatLogSlider(base=10, step=step or 0.05, **common)
-    raise ValueError(f"kind must be one of 'int', 'float', 'log', got {kind!r}")
+    return widgets.FloatLogSlider(base=10, step=step or 0.05, **common)
+
+
+def _check_on_slider(name: str, value, kind: str, minimum, maximum, step) -> None:
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {value!r} of type "
+                            f"{type(value).__name__}")
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {value!r} of type "
+                        f"{type(value).__name__}")
+    low, high = (10.0**minimum, 10.0**maximum) if kind == "log" else (minimum, maximum)
+    steps = f" in steps of {step}" if kind == "int" and step and step != 1 else ""
+    # `not low <= value <= high` also refuses NaN.
+    if not low <= value <= high or (kind == "int" and (value - minimum) % (step or 1)):
+        what = "an integer" if kind == "int" else "a number"
+        raise ValueError(f"{name} must be {what} from {low:g} to {high:g}{steps} (the values "
+                         f"its slider takes), got {value!r}")
 
 
 def dropdown(description: str, options, value=None):
@@ -164,18 +219,18 @@ def dropdown(description: str, options, value=None):
 def sinusoidal_panel(dim: int = 64, base: float = 10000.0, length: int = 128) -> Panel:
     """Sinusoidal PE heatmap and PE(p)·PE(p+k) against k; sliders for dim, base and length."""
     return Panel(plots.sinusoidal_pe_figure, {
-        "dim": slider("int", "dim d", dim, 8, 256, step=8),
-        "base": slider("log", "base", base, 1, 6, step=0.25),
-        "length": slider("int", "length L", length, 16, 512, step=16),
-    }, height="400px")
+        "dim": slider("int", "dim d", dim, 8, 256, step=8, name="dim"),
+        "base": slider("log", "base", base, 1, 6, step=0.25, name="base"),
+        "length": slider("int", "length L", length, 16, 512, step=16, name="length"),
+    })
 
 
 @register
 def binary_panel(dim: int = 5) -> Panel:
     """Binary PE bits for positions 0 … 2^d − 1 and the jump between neighbours; slider d."""
     return Panel(plots.binary_pe_figure, {
-        "dim": slider("int", "bits d", dim, 2, 8),
-    }, height="490px")
+        "dim": slider("int", "bits d", dim, 2, 8, name="dim"),
+    })
 
 # --- 03 RoPE in 2D ------------------------------------------------------------------------
 
@@ -187,7 +242,7 @@ def rotation_2d_panel():
         "m": slider("int", "m (query position)", 2, 0, 12),
         "n": slider("int", "n (key position)", 5, 0, 12),
         "shift": slider("int", "shift both by", 0, 0, 20),
-    }, height="500px")
+    })
 
 
 # --- 04 RoPE in d dimensions --------------------------------------------------------------
@@ -198,7 +253,7 @@ def rope_frequencies_panel():
     return Panel(plots.rope_frequencies, {
         "dim": slider("int", "head dim d", 64, 8, 256, 8),
         "base": slider("log", "base", 10000.0, 1, 6, 0.1),
-    }, height="400px")
+    })
 
 
 @register
@@ -207,7 +262,7 @@ def angle_precision_panel():
     return Panel(plots.angle_precision, {
         "dtype": dropdown("angles computed in", ["bfloat16", "float16", "float32"]),
         "base": slider("log", "base", 10000.0, 2, 6, 0.1),
-    }, height="400px")
+    })
 
 
 # --- 05 long-range decay ------------------------------------------------------------------
@@ -220,7 +275,7 @@ def decay_panel():
         "dim": slider("int", "head dim d", 128, 8, 256, 8),
         "max_distance": slider("int", "max distance Δ", 1024, 64, 4096, 64),
         "mode": dropdown("q, k", ["ones", "random", "correlated"]),
-    }, height="400px")
+    })
 
 
 # --- 06 length extrapolation --------------------------------------------------------------
@@ -237,7 +292,7 @@ def scaling_panel():
         "beta_slow": slider("float", "YaRN beta_slow", 1.0, 0.25, 2.0, step=0.25),
         "original_length": dropdown("original length L", [256, 512, 1024, 2048, 4096, 8192],
                                     value=2048),
-    }, fixed={"dim": 64, "base": 10000.0}, height="440px")
+    }, fixed={"dim": 64, "base": 10000.0})
 
 
 # --- 07 linear attention ------------------------------------------------------------------
@@ -250,7 +305,7 @@ def linear_attention_normalizer_panel():
         "base": slider("log", "base", 100.0, 0, 5),
         "dim": slider("int", "head dim d", 8, 2, 64, step=2),
         "length": slider("int", "length L", 256, 16, 512, step=16),
-    }, height="360px")
+    })
 
 
 # --- 08 RoPE beyond 1D --------------------------------------------------------------------
@@ -261,7 +316,7 @@ def rope_2d_panel():
     return Panel(plots.rope_2d_kernels, {
         "size": slider("int", "grid size (patches per side)", 8, 3, 16),
         "base": slider("log", "base", 100.0, 0, 4),
-    }, height="420px")
+    })
 
 
 def _axial_and_mixed(angle_degrees: float, base: float):
@@ -275,7 +330,7 @@ def rope_mixed_panel():
     return Panel(_axial_and_mixed, {
         "angle_degrees": slider("float", "direction angle (°)", 30.0, 0.0, 90.0, step=5.0),
         "base": slider("log", "base", 10.0, 0, 4),
-    }, height="380px")
+    })
 
 
 @register
@@ -284,7 +339,7 @@ def mrope_panel():
     return Panel(plots.mrope_sections, {
         "temporal_pairs": slider("int", "pairs for t (h, w share the rest)", 16, 0, 64),
         "base": slider("log", "base", 1e6, 2, 7),
-    }, height="380px")
+    })
 
 
 # --- 09 performance -----------------------------------------------------------------------
@@ -314,4 +369,4 @@ def roofline_panel():
         "seq": slider("int", "sequence length L", 2048, 128, 8192, step=128),
         "bytes_per_element": dropdown("bytes per element", [("float32", 4), ("bfloat16", 2)],
                                       value=4),
-    }, height="420px")
+    })

@@ -2,6 +2,8 @@
 
 import base64
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -203,3 +205,177 @@ def test_the_book_of_the_course(tmp_path):
             assert len(re.findall(r"<img[^>]*src=\"data:image/png;base64,", page)) == 2
     if (ROOT / "notebooks" / "TEACHING.md").exists():
         assert (out / "teaching.html").exists()
+
+
+# --- offline: MathJax and the Chinese web font ----------------------------------------------
+
+def test_the_cjk_font_has_every_chinese_character_of_the_course():
+    from fontTools.ttLib import TTFont
+
+    cmap = TTFont(book.CJK_FONT).getBestCmap()
+    missing = sorted(ch for ch in book.cjk_characters() if ord(ch) not in cmap)
+    assert not missing, (f"{book.CJK_FONT.name} lacks {''.join(missing)}: run `make cjk-font` "
+                         "(scripts/cjk_font.py) after adding Chinese text")
+    assert len(book.cjk_characters()) > 20  # the course does use Chinese (the glossary)
+
+
+def test_cjk_characters_finds_new_words(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "x.md").write_text("RoPE 是旋转位置编码。")
+    assert book.cjk_characters(tmp_path) == set("是旋转位置编码。")
+
+
+def test_the_font_script_names_the_fix_when_the_font_is_missing(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "cjk_font.py"), "--font",
+                             str(tmp_path / "absent.ttc")], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "apt-get install fonts-noto-cjk" in result.stderr and "--font PATH" in result.stderr
+
+
+def test_a_missing_mathjax_names_the_extra_to_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "jupyter_server_mathjax", None)  # import fails
+    with pytest.raises(book.MissingBookDependency, match=r"pip install 'rope_lab\[book\]'"):
+        book.build(tmp_path / "book", [FIXTURE], run=False, teaching=None, log=lambda _: None)
+    assert not (tmp_path / "book").exists()  # nothing deleted or half-written
+
+
+def test_a_missing_cjk_font_names_the_make_target(monkeypatch, tmp_path):
+    monkeypatch.setattr(book, "CJK_FONT", tmp_path / "absent.woff")
+    with pytest.raises(book.MissingBookDependency, match="make cjk-font"):
+        book.build(tmp_path / "book", [FIXTURE], run=False, teaching=None, log=lambda _: None)
+
+
+def test_pages_load_nothing_from_the_network(tmp_path):
+    out = tmp_path / "book"
+    book.build(out, [ROOT / "notebooks" / "03_rope_in_2d.ipynb"], run=False, log=lambda _: None)
+    assert (out / "mathjax" / "MathJax.js").exists() and (out / book.CJK_FONT.name).exists()
+    assert not (out / "mathjax" / "extensions" / "a11y" / "mathmaps").exists()
+    for page in out.glob("*.html"):
+        text = page.read_text()
+        remote = re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="(?:https?:)?//[^"]+"', text)
+        assert not remote, f"{page.name} loads {remote}"
+        assert f'src="{book.MATHJAX_URL}"' in text or page.name == "index.html"
+        assert book.CJK_FAMILY in text
+
+
+# --- a panel whose default figure is the one just above -------------------------------------
+
+def _png(draw, dpi=72, size=(6, 4)) -> str:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=size, dpi=dpi)
+    draw(figure.add_subplot())
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def test_same_figure_ignores_resolution_but_sees_a_different_plot():
+    import numpy as np
+
+    x = np.linspace(0, 10, 200)
+
+    def curve(ax):
+        ax.plot(x, np.sin(x), lw=3)
+
+    def other(ax):
+        ax.imshow(np.outer(np.sin(x), np.cos(x)))
+
+    assert book.same_figure(_png(curve, dpi=72), _png(curve, dpi=144))
+    assert not book.same_figure(_png(curve), _png(other))
+    assert not book.same_figure(_png(curve), PNG_A)  # not an image at all
+
+
+def _panel_below_a_figure(static: str, panel: str):
+    """A notebook: a cell that shows the figure ``static``, then a panel drawing ``panel``."""
+    nb = widget_notebook()
+    nb.metadata["widgets"][book.WIDGET_STATE]["state"]["out"]["state"]["outputs"] = [
+        {"output_type": "display_data", "data": {"image/png": panel}, "metadata": {}}]
+    nb.cells.insert(0, new_code_cell("plots.figure()", outputs=[
+        new_output("display_data", data={"image/png": static})]))
+    return nb
+
+
+def test_a_panel_showing_the_figure_above_is_not_shown_twice():
+    import numpy as np
+
+    def curve(ax):
+        ax.plot(np.arange(50) ** 0.5, lw=3)
+
+    nb = _panel_below_a_figure(static=_png(curve, dpi=72), panel=_png(curve, dpi=110))
+    book.freeze_widgets(nb)
+    outputs = nb.cells[1].outputs
+    assert [set(o.data) for o in outputs] == [{"text/markdown", "text/plain"}]
+    assert "draws the figure above" in outputs[0].data["text/markdown"]
+
+
+def test_a_panel_drawing_something_else_keeps_its_figure():
+    import numpy as np
+
+    static = _png(lambda ax: ax.plot(np.arange(50), lw=3))
+    panel = _png(lambda ax: ax.imshow(np.eye(20)))
+    nb = _panel_below_a_figure(static, panel)
+    book.freeze_widgets(nb)
+    assert nb.cells[1].outputs[0].data["image/png"] == panel
+
+
+def test_an_image_widget_panel_becomes_its_figure():
+    nb = widget_notebook()
+    state = nb.metadata["widgets"][book.WIDGET_STATE]["state"]
+    state["out"] = {"model_name": "ImageModel", "state": {"format": "png"},
+                    "buffers": [{"path": ["value"], "data": PNG_B, "encoding": "base64"}]}
+    book.freeze_widgets(nb)
+    assert nb.cells[0].outputs[0].data["image/png"] == PNG_B
+
+
+# --- one setting for the repository ---------------------------------------------------------
+
+def test_readme_binder_badge_uses_the_one_repository():
+    readme = (ROOT / "README.md").read_text()
+    assert f"({book.binder_url()})" in readme
+    assert book.BINDER_BADGE in readme
+
+
+def _copy_of_the_repo(tmp_path: Path) -> Path:
+    import shutil
+
+    root = tmp_path / "repo"
+    shutil.copytree(ROOT / "notebooks", root / "notebooks")
+    (root / "rope_lab").mkdir()
+    shutil.copy(ROOT / "rope_lab" / "course.py", root / "rope_lab" / "course.py")
+    shutil.copy(ROOT / "README.md", root / "README.md")
+    return root
+
+
+def test_set_repository_rewrites_every_place_that_names_it(tmp_path):
+    root = _copy_of_the_repo(tmp_path)
+    changed = book.set_repository("https://github.com/teacher/rope-course/", root)
+    assert root / "rope_lab" / "course.py" in changed and root / "README.md" in changed
+    new = "https://github.com/teacher/rope-course"
+    assert f'REPOSITORY = "{new}"' in (root / "rope_lab" / "course.py").read_text()
+    readme = (root / "README.md").read_text()
+    assert REPOSITORY.split("github.com/")[1] not in readme
+    assert "colab.research.google.com/github/teacher/rope-course/blob/main/notebooks/" in readme
+    assert "mybinder.org/v2/gh/teacher/rope-course/main" in readme
+    for path in sorted((root / "notebooks").rglob("*.ipynb")):
+        first = nbformat.read(path, as_version=4).cells[0].source
+        assert f"{new}/archive/refs/heads/main.zip" in first, path.name
+        assert first == COLAB_CELL.replace(REPOSITORY, new)
+
+
+@pytest.mark.parametrize("url", ["github.com/a/b", "https://gitlab.com/a/b",
+                                 "https://github.com/only-owner", "https://github.com/a/b/c"])
+def test_set_repository_refuses_what_is_not_a_github_repository(tmp_path, url):
+    with pytest.raises(ValueError, match=r"url=.*expected https://github\.com/OWNER/NAME"):
+        book.set_repository(url, _copy_of_the_repo(tmp_path))
+
+
+def test_set_repository_command_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(book, "set_repository", lambda url: [ROOT / "README.md"])
+    assert book.main(["--set-repository", "https://github.com/a/b"]) == 0
+    assert "1 file(s) now point at https://github.com/a/b" in capsys.readouterr().out

@@ -2,10 +2,15 @@
 bit where it applies, declines cleanly where it does not, and the eager path takes over when
 it cannot be built."""
 
+import concurrent.futures
+import ctypes
 import os
 import re
+import stat
 import subprocess
 import sys
+import tempfile
+import time
 
 import pytest
 import torch
@@ -122,17 +127,22 @@ def test_declines_what_it_does_not_handle_and_apply_rope_stays_right(case):
 def test_without_a_compiler_the_eager_path_runs_and_status_says_why(monkeypatch):
     monkeypatch.setattr(_ckernel, "_library", None)
     monkeypatch.setattr(_ckernel, "_reason", None)
+    monkeypatch.setattr(_ckernel, "_warned", False)
     monkeypatch.setattr(_ckernel, "_compilers", lambda: [])
     assert not _ckernel.available()
     assert _ckernel.status() == "eager path: no C compiler found ($CC, cc, gcc, clang)"
     x = torch.randn(2, 4, 8, 16)
     cos, sin = rope._cached_cos_sin(8, 16, rope.DEFAULT_BASE, x.device, torch.float32)
-    torch.testing.assert_close(rl.apply_rope(x), reference(x, cos, sin))
+    with pytest.warns(_ckernel.FastPathWarning, match="no C compiler found") as caught:
+        torch.testing.assert_close(rl.apply_rope(x), reference(x, cos, sin))
+        rl.apply_rope(x)  # once per process
+    assert len(caught) == 1 and caught[0].filename == __file__  # points at the caller
 
 
 def test_a_failing_compiler_is_reported(monkeypatch, tmp_path):
     monkeypatch.setattr(_ckernel, "_library", None)
     monkeypatch.setattr(_ckernel, "_reason", None)
+    monkeypatch.setattr(_ckernel, "_warned", True)
     monkeypatch.setattr(_ckernel, "_compilers", lambda: [["false"]])
     monkeypatch.setenv("ROPE_LAB_CACHE_DIR", str(tmp_path))
     assert not _ckernel.available()
@@ -156,12 +166,14 @@ def test_environment_switch_turns_it_off():
 def test_builds_into_the_cache_folder_once(tmp_path):
     code = "from rope_lab import _ckernel; print(_ckernel.status())"
     first = run_python(code, ROPE_LAB_CACHE_DIR=str(tmp_path))
-    built = sorted(path.name for path in tmp_path.iterdir())
+    built = sorted(path.name for path in tmp_path.glob("*.so"))
     assert re.fullmatch(rf"C kernel: {re.escape(str(tmp_path))}/rope_half-\w+\.so "
                         r"\(built in \d+\.\d\d s\)", first) and len(built) == 1
     second = run_python(code, ROPE_LAB_CACHE_DIR=str(tmp_path))  # reused, not rebuilt
     assert second == first.split(" (")[0] + " (loaded from the cache)"
-    assert sorted(path.name for path in tmp_path.iterdir()) == built
+    assert sorted(path.name for path in tmp_path.glob("*.so")) == built
+    assert sorted(path.name for path in tmp_path.iterdir()) == [*built, "rope_half.lock"]
+    assert (tmp_path / built[0]).stat().st_mode & 0o777 == 0o700  # whatever the umask
 
 
 def test_in_place_on_memory_shared_by_several_elements_is_refused():
@@ -171,5 +183,200 @@ def test_in_place_on_memory_shared_by_several_elements_is_refused():
     cos, sin = tables(8, 8, dtype=torch.float32)
     assert not _ckernel.rotate_half(x, cos, sin, x)
     assert _ckernel.rotate_half(x, cos, sin, out) == _ckernel.available()  # reading is fine
-    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+    with pytest.raises(ValueError, match="elements of x share memory"):
         rope.apply_rope_(x)
+
+
+# --- a failing compiler: one warning, bounded time, remembered -----------------------------
+
+FIRST_ROTATION = """
+import time, warnings
+import torch
+import rope_lab as rl
+from rope_lab import _ckernel
+x = torch.randn(2, 8, 16)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    started = time.perf_counter()
+    rl.apply_rope(x)
+    first = time.perf_counter() - started
+    started = time.perf_counter()
+    rl.apply_rope(x)
+    second = time.perf_counter() - started
+kinds = [w.category.__name__ for w in caught]
+print(f"{first:.3f} {second:.3f} {kinds} {_ckernel.status()}")
+"""
+
+
+def fake_compiler(folder, body):
+    """$CC = a script; PATH holds nothing else, so cc, gcc and clang are not found."""
+    script = folder / "fakecc"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return {"CC": str(script), "PATH": str(folder)}
+
+
+def first_rotation(cache, environment):
+    words = run_python(FIRST_ROTATION, ROPE_LAB_CACHE_DIR=str(cache), **environment).split(" ", 2)
+    return float(words[0]), float(words[1]), words[2]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no build on Windows")
+@pytest.mark.parametrize("body", ["echo 'fakecc: broken' >&2; exit 1", "/bin/sleep 60"],
+                         ids=["exits 1", "hangs"])
+def test_a_failing_compiler_warns_once_stops_in_time_and_is_remembered(tmp_path, body):
+    bin_folder, cache = tmp_path / "bin", tmp_path / "cache"
+    bin_folder.mkdir()
+    environment = fake_compiler(bin_folder, body)
+    started = time.perf_counter()
+    first, second, rest = first_rotation(cache, environment)
+    whole = time.perf_counter() - started
+    assert first < _ckernel.BUILD_SECONDS_LIMIT + 2 and second < 1
+    assert whole < 60  # and the hung compiler did not keep the process waiting either
+    assert rest.startswith("['FastPathWarning'] eager path: compiling failed: ")
+    failed = list(cache.glob("*.failed"))
+    assert len(failed) == 1 and failed[0].stat().st_mode & 0o777 == 0o600
+    assert not list(cache.glob("build-*"))  # temporary folders cleaned
+    # a new process reads the failure instead of compiling again
+    first, _, rest = first_rotation(cache, environment)
+    assert first < 1 and "remembered in" in rest and "FastPathWarning" in rest
+    failed[0].unlink()  # deleting it retries
+    first, _, rest = first_rotation(cache, environment)
+    assert "compiling failed" in rest and "delete it" not in rest
+
+
+def test_environment_switch_is_silent():
+    printed = run_python(FIRST_ROTATION, ROPE_LAB_C_KERNEL="0")
+    assert printed.split(" ", 2)[2] == "[] eager path: turned off by ROPE_LAB_C_KERNEL=0"
+
+
+def test_failure_is_remembered_in_process(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(_ckernel, "_library", None)
+    monkeypatch.setattr(_ckernel, "_reason", None)
+    monkeypatch.setattr(_ckernel, "_warned", True)
+    monkeypatch.setattr(_ckernel, "_compilers", lambda: calls.append(1) or [["false"]])
+    monkeypatch.setenv("ROPE_LAB_CACHE_DIR", str(tmp_path))
+    for _ in range(3):
+        assert not _ckernel.available()
+    assert calls == [1]
+
+
+# --- the cache folder is private ------------------------------------------------------------
+
+def folder_problem(path, monkeypatch, *, fallback=None):
+    """The reason _cache_folder gives for refusing ``path`` (and the fallback)."""
+    monkeypatch.setenv("ROPE_LAB_CACHE_DIR", str(path))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(fallback or path.parent / "nope"))
+    with pytest.raises(_ckernel._Unavailable) as error:
+        _ckernel._cache_folder()
+    return str(error.value)
+
+
+def test_new_cache_folder_is_0700_whatever_the_umask(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROPE_LAB_CACHE_DIR", str(tmp_path / "a" / "cache"))
+    previous = os.umask(0)
+    try:
+        folder = _ckernel._cache_folder()
+    finally:
+        os.umask(previous)
+    assert folder == str(tmp_path / "a" / "cache")
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+
+
+def test_symlinked_cache_folder_refused(tmp_path, monkeypatch):
+    (tmp_path / "real").mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    (tmp_path / "nope").write_text("a file, not a folder")
+    assert "symlink" in folder_problem(tmp_path / "link", monkeypatch)
+
+
+def test_cache_folder_writable_by_others_refused(tmp_path, monkeypatch):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o777)
+    (tmp_path / "nope").write_text("a file, not a folder")
+    assert "mode 777 lets others write to it" in folder_problem(folder, monkeypatch)
+
+
+def test_cache_folder_of_another_user_refused(tmp_path, monkeypatch):
+    folder = tmp_path / "theirs"
+    folder.mkdir(mode=0o700)
+    (tmp_path / "nope").write_text("a file, not a folder")
+    real_fstat = os.fstat
+    monkeypatch.setattr(os, "fstat", lambda fd: os.stat_result(
+        (*real_fstat(fd)[:4], os.getuid() + 1, *real_fstat(fd)[5:])))
+    assert f"belongs to user id {os.getuid() + 1}" in folder_problem(folder, monkeypatch)
+
+
+def test_fallback_folder_must_be_exactly_0700(tmp_path, monkeypatch):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the folder should be")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    fallback = temporary / f"rope_lab-{os.getuid()}"
+    fallback.mkdir()
+    fallback.chmod(0o755)  # not writable by others, but readable: not private enough
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(temporary))
+    monkeypatch.setenv("ROPE_LAB_CACHE_DIR", str(blocked / "cache"))
+    with pytest.raises(_ckernel._Unavailable, match="mode 755 lets others in; expected 700"):
+        _ckernel._cache_folder()
+    fallback.chmod(0o700)
+    assert _ckernel._cache_folder() == str(fallback)
+
+
+def test_fallback_folder_symlink_refused(tmp_path, monkeypatch):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("x")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    (temporary / f"rope_lab-{os.getuid()}").symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(temporary))
+    monkeypatch.setenv("ROPE_LAB_CACHE_DIR", str(blocked / "cache"))
+    with pytest.raises(_ckernel._Unavailable, match="symlink"):
+        _ckernel._cache_folder()
+
+
+@pytest.mark.parametrize("problem", ["symlink", "writable by others", "not ours"])
+def test_library_file_checked_again_before_loading(tmp_path, monkeypatch, problem):
+    path = tmp_path / "rope_half-0.so"
+    if problem == "symlink":
+        (tmp_path / "target.so").write_bytes(b"")
+        path.symlink_to(tmp_path / "target.so")
+        expected = "not a regular file"
+    else:
+        path.write_bytes(b"")
+        path.chmod(0o766 if problem == "writable by others" else 0o700)
+        expected = "others can write" if problem == "writable by others" else "belongs to user"
+    if problem == "not ours":
+        real_lstat = os.lstat
+        monkeypatch.setattr(os, "lstat", lambda p: os.stat_result(
+            (*real_lstat(p)[:4], os.getuid() + 1, *real_lstat(p)[5:])))
+    loaded = []
+    monkeypatch.setattr(ctypes, "CDLL", lambda p: loaded.append(p))
+    with pytest.raises(_ckernel._Unavailable, match=expected):
+        _ckernel._open(str(path))
+    assert _ckernel._load_built([str(path)]) is None and loaded == []
+
+
+@pytest.mark.skipif(not _ckernel.available(), reason="needs a working compiler")
+def test_concurrent_first_use_from_processes_builds_once(tmp_path):
+    code = "from rope_lab import _ckernel; print(_ckernel.status())"
+    environment = {**os.environ, "ROPE_LAB_CACHE_DIR": str(tmp_path)}
+    processes = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                  text=True, env=environment) for _ in range(4)]
+    printed = [process.communicate(timeout=120)[0] for process in processes]
+    assert all(line.startswith("C kernel: ") for line in printed), printed
+    assert sum("built in" in line for line in printed) == 1  # the others waited, then loaded
+    assert len(list(tmp_path.glob("*.so"))) == 1 and not list(tmp_path.glob("build-*"))
+
+
+@pytest.mark.skipif(not _ckernel.available(), reason="needs a working compiler")
+def test_concurrent_first_use_from_threads(tmp_path, monkeypatch):
+    monkeypatch.setattr(_ckernel, "_library", None)
+    monkeypatch.setattr(_ckernel, "_reason", None)
+    monkeypatch.setenv("ROPE_LAB_CACHE_DIR", str(tmp_path))
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: _ckernel.available(), range(8)))
+    assert all(results) and len(list(tmp_path.glob("*.so"))) == 1

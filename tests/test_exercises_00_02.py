@@ -58,19 +58,44 @@ def test_inverse_permutation(capsys):
 
 
 # 01.3
+def _masked_attention(q, k, v, allowed=None):
+    scores = q @ k.T / q.shape[-1] ** 0.5
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
 def test_causal_attention(capsys):
-    assert _grade(capsys, exercises.check_causal_attention,
-                  lambda q, k, v: rl.attention(q, k, v, mask="causal"))[0]
-    passed, out = _grade(capsys, exercises.check_causal_attention, rl.attention)
+    def causal(q, k, v):
+        return _masked_attention(q, k, v, torch.ones(len(q), len(k), dtype=torch.bool).tril())
+
+    assert _grade(capsys, exercises.check_causal_attention, causal)[0]
+    passed, out = _grade(capsys, exercises.check_causal_attention, _masked_attention)
     assert not passed and "no mask was applied" in out
-    flipped = lambda q, k, v: rl.attention(q, k, v, mask=rl.causal_mask(len(q)).T)  # noqa: E731
+
+    def flipped(q, k, v):
+        return _masked_attention(q, k, v, torch.ones(len(q), len(k), dtype=torch.bool).triu())
+
     passed, out = _grade(capsys, exercises.check_causal_attention, flipped)
     assert not passed and "mask is flipped" in out
+    passed, out = _grade(capsys, exercises.check_causal_attention,
+                         lambda q, k, v: rl.attention(q, k, v, mask="causal"))
+    assert not passed and "without rope_lab.attention" in out
+    passed, out = _grade(capsys, exercises.check_causal_attention,
+                         lambda q, k, v: _masked_attention(q, k, v, ~rl.causal_mask(len(q))))
+    assert not passed and "without rope_lab.causal_mask" in out
 
 
 # 02.1
 def test_sinusoidal_pe(capsys):
-    assert _grade(capsys, exercises.check_sinusoidal_pe, rl.sinusoidal_pe)[0]
+    def right(length, dim, base):
+        p = torch.arange(length, dtype=torch.float64)[:, None]
+        angles = p * base ** -(torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+        return torch.stack((angles.sin(), angles.cos()), -1).flatten(-2)
+
+    assert _grade(capsys, exercises.check_sinusoidal_pe, right)[0]
+    passed, out = _grade(capsys, exercises.check_sinusoidal_pe, rl.sinusoidal_pe)
+    assert not passed and "without rope_lab.sinusoidal_pe" in out
 
     def layout(order):
         def pe(length, dim, base):
@@ -89,14 +114,25 @@ def test_sinusoidal_pe(capsys):
 
 
 # 02.2
+def _shift_map(dim, k, base):
+    omega = base ** -(torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    c, s = torch.cos(k * omega), torch.sin(k * omega)
+    blocks = torch.stack((torch.stack((c, s), -1), torch.stack((-s, c), -1)), -2)  # (d/2, 2, 2)
+    return torch.block_diag(*blocks)
+
+
 def test_shift_map(capsys):
-    assert _grade(capsys, exercises.check_shift_map, absolute.sinusoidal_shift_map)[0]
+    assert _grade(capsys, exercises.check_shift_map, _shift_map)[0]
     passed, out = _grade(capsys, exercises.check_shift_map,
-                         lambda dim, k, base: absolute.sinusoidal_shift_map(dim, k, base).T)
+                         lambda dim, k, base: _shift_map(dim, k, base).T)
     assert not passed and "PE(p − k)" in out
+    for shortcut in (absolute.sinusoidal_shift_map,
+                     lambda dim, k, base: absolute.sinusoidal_shift_map(dim, k, base)):
+        passed, out = _grade(capsys, exercises.check_shift_map, shortcut)
+        assert not passed and "without rope_lab.absolute.sinusoidal_shift_map" in out
     passed, out = _grade(capsys, exercises.check_shift_map,
                          lambda dim, k, base: torch.eye(dim + 1))
-    assert not passed and "expected a (2, 2) matrix" in out
+    assert not passed and "expected shape (2, 2), got (3, 3)" in out
 
 
 # 02.3

@@ -32,7 +32,9 @@ def _score(q, k, m, n, theta):
 
 def test_score_2d():
     assert exercises.check_score_2d(_score)
-    assert exercises.check_score_2d(lambda *a: complex(_score(*a), 0.0))
+    # the text asks for the real number: a complex one (even with imaginary part 0) is refused
+    assert not exercises.check_score_2d(lambda *a: complex(_score(*a), 0.0))
+    assert not exercises.check_score_2d(lambda q, k, m, n, t: _score(q, k, m, n, t) + 0.5j)
     assert not exercises.check_score_2d(lambda q, k, m, n, t: _score(q, k, n, m, t))
     assert not exercises.check_score_2d(lambda *a: "one")
     assert not exercises.check_score_2d(_not_done)

@@ -3,13 +3,14 @@
 import pytest
 
 from rope_lab import exercises
+from rope_lab.exercises import grading
 
 
 @pytest.fixture(autouse=True)
 def _fresh_session(monkeypatch):
-    monkeypatch.setattr(exercises, "_results", {})
-    monkeypatch.setattr(exercises, "_titles", {})
-    monkeypatch.setattr(exercises, "_feedback", {})
+    monkeypatch.setattr(grading, "_results", {})
+    monkeypatch.setattr(grading, "_titles", {})
+    monkeypatch.setattr(grading, "_feedback", {})
 
 
 def test_report_prints_the_verdict_and_returns_it(capsys):

@@ -45,3 +45,14 @@ def test_lookup_by_english_or_chinese():
         glossary.lookup("warp drive")
     with pytest.raises(ValueError, match="non-empty string"):
         glossary.lookup("  ")
+
+
+def test_markdown_renders_subscripts_literally_not_as_italics():
+    """Unescaped, `PE(p)_{2i} = sin(p·ω_i)` pairs its underscores into italics (seen in
+    the book); rendered with the book's Markdown renderer (nbconvert's mistune) it must
+    keep them."""
+    mistune = pytest.importorskip("mistune")
+
+    html = mistune.html(glossary.glossary_markdown())
+    assert "<em>" not in html
+    assert "PE(p)_{2i} = sin(p·ω_i)" in html

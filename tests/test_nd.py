@@ -1,7 +1,6 @@
 """RoPE beyond 1D: axial, mixed and M-RoPE tables, the relative property in 2D/3D, and HF."""
 
 import math
-import types
 
 import pytest
 import torch
@@ -191,45 +190,27 @@ def test_dtype_and_device_follow_input(device):
 
 
 @pytest.fixture(scope="module")
-def qwen2_vl():
+def hf_compat():
     pytest.importorskip("transformers")
-    from transformers.models.qwen2_vl import configuration_qwen2_vl, modeling_qwen2_vl
+    import hf_compat
 
-    return configuration_qwen2_vl, modeling_qwen2_vl
+    return hf_compat
 
 
 @pytest.mark.parametrize("section", [(2, 3, 3), (4, 2, 2), (0, 4, 4)])
-def test_mrope_matches_hugging_face_qwen2_vl(qwen2_vl, section):
-    configuration, modeling = qwen2_vl
+def test_mrope_matches_hugging_face_qwen2_vl(hf_compat, section):
     heads, dim, theta = 2, 16, 10000.0
-    config = configuration.Qwen2VLTextConfig(
-        hidden_size=heads * dim, num_attention_heads=heads, num_key_value_heads=heads,
-        num_hidden_layers=1,
-        rope_parameters={"rope_type": "default", "rope_theta": theta,
-                         "mrope_section": list(section)})
-    rotary = modeling.Qwen2VLRotaryEmbedding(config)
     positions = torch.randint(0, 300, (1, 11, 3))
     x = torch.randn(1, heads, 11, dim)
-    cos, sin = rotary(x, positions.permute(2, 0, 1))
-    hf, _ = modeling.apply_rotary_pos_emb(x, x, cos, sin)
+    hf = hf_compat.qwen2_vl_rotate(x, positions.permute(2, 0, 1), theta, section)
     ours = nd.apply_rope_nd(x, positions[:, None], nd.mrope_freqs(dim, theta, section))
     torch.testing.assert_close(ours, hf, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("before, grid_thw, after", [(3, (1, 2, 3), 2), (0, (2, 3, 3), 1),
                                                      (2, (1, 4, 1), 0)])
-def test_mrope_positions_match_hugging_face_get_rope_index(qwen2_vl, before, grid_thw, after):
-    _, modeling = qwen2_vl
-    model = modeling.Qwen2VLModel
-    fake = types.SimpleNamespace(config=types.SimpleNamespace(
-        vision_config=types.SimpleNamespace(spatial_merge_size=1)))
-    fake.get_vision_position_ids = lambda *args, **kwargs: model.get_vision_position_ids(
-        fake, *args, **kwargs)
-    vision = math.prod(grid_thw)
-    kind = 1 if grid_thw[0] == 1 else 2  # image or video
-    token_types = torch.tensor([[0] * before + [kind] * vision + [0] * after])
-    grids = {"image_grid_thw" if kind == 1 else "video_grid_thw": torch.tensor([grid_thw])}
-    hf, _ = model.get_rope_index(fake, torch.zeros_like(token_types), token_types, **grids)
+def test_mrope_positions_match_hugging_face_get_rope_index(hf_compat, before, grid_thw, after):
+    hf = hf_compat.qwen2_vl_position_ids(before, grid_thw, after)
     assert hf[:, 0].T.tolist() == nd.mrope_positions(before, grid_thw, after).tolist()
 
 

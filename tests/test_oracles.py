@@ -12,19 +12,7 @@ import rope_lab as rl
 
 llama = pytest.importorskip("transformers.models.llama.modeling_llama")
 rotary_embedding_torch = pytest.importorskip("rotary_embedding_torch")
-from transformers import LlamaConfig  # noqa: E402
-
-
-def hf_rotary(head_dim, n_heads, base, max_positions=4096):
-    config = LlamaConfig(
-        hidden_size=head_dim * n_heads,
-        num_attention_heads=n_heads,
-        num_key_value_heads=n_heads,
-        max_position_embeddings=max_positions,
-        rope_theta=base,
-    )
-    config.rope_parameters = {"rope_type": "default", "rope_theta": base}
-    return llama.LlamaRotaryEmbedding(config)
+from hf_compat import llama_rotary  # noqa: E402
 
 
 @pytest.mark.parametrize("head_dim, base", [(64, 10000.0), (128, 500000.0), (32, 1e6), (8, 10.0)])
@@ -32,7 +20,7 @@ def test_matches_hugging_face_llama(head_dim, base):
     batch, heads, seq = 2, 4, 257
     q, k = torch.randn(2, batch, heads, seq, head_dim)
     position_ids = torch.stack((torch.arange(seq), torch.arange(seq) + 1000))
-    rotary = hf_rotary(head_dim, heads, base)
+    rotary = llama_rotary(head_dim, base, n_heads=heads)
     cos, sin = rotary(q, position_ids)
     hf_q, hf_k = llama.apply_rotary_pos_emb(q, k, cos, sin)
 
@@ -58,7 +46,7 @@ def test_matches_hugging_face_llama(head_dim, base):
 
 
 def test_matches_hugging_face_inv_freq():
-    rotary = hf_rotary(128, 8, 500000.0)
+    rotary = llama_rotary(128, 500000.0, n_heads=8)
     torch.testing.assert_close(rl.inv_freq(128, 500000.0), rotary.inv_freq, rtol=1e-6, atol=0)
 
 

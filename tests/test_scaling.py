@@ -9,10 +9,8 @@ from hypothesis import strategies as st
 
 from rope_lab import inv_freq, scaling
 
-transformers = pytest.importorskip("transformers")
-from transformers import LlamaConfig  # noqa: E402
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
+pytest.importorskip("transformers")
+from hf_compat import hf_inv_freq, llama_config  # noqa: E402
 
 # (head dim, base, factor, trained length L)
 CONFIGS = [
@@ -25,12 +23,9 @@ CONFIGS = [
 RTOL = 1e-6
 
 
-def hf_config(dim, base, L, **rope_parameters):
-    """A LlamaConfig with head dim ``dim``, trained length ``L`` and ``rope_parameters``."""
-    return LlamaConfig(
-        hidden_size=dim * 2, num_attention_heads=2, head_dim=dim, max_position_embeddings=L,
-        rope_parameters={"rope_theta": base, **rope_parameters},
-    )
+def hf_config(dim, base, L, **rope):
+    """A LlamaConfig with head dim ``dim``, trained length ``L`` and scaling ``rope``."""
+    return llama_config(dim, base, rope or None, max_position=L)
 
 
 def assert_matches(ours, theirs):
@@ -43,14 +38,14 @@ def assert_matches(ours, theirs):
 
 @pytest.mark.parametrize(("dim", "base", "factor", "L"), CONFIGS)
 def test_default_matches_hf(dim, base, factor, L):
-    theirs = LlamaRotaryEmbedding.compute_default_rope_parameters(hf_config(dim, base, L))
+    theirs = hf_inv_freq(hf_config(dim, base, L), "default")
     assert_matches(scaling.scaled_inv_freq("default", dim, base=base, factor=factor), theirs)
 
 
 @pytest.mark.parametrize(("dim", "base", "factor", "L"), CONFIGS)
 def test_linear_matches_hf(dim, base, factor, L):
     config = hf_config(dim, base, L, rope_type="linear", factor=factor)
-    theirs = ROPE_INIT_FUNCTIONS["linear"](config, "cpu")
+    theirs = hf_inv_freq(config, "linear")
     assert_matches(scaling.scaled_inv_freq("linear", dim, base=base, factor=factor), theirs)
 
 
@@ -59,7 +54,7 @@ def test_linear_matches_hf(dim, base, factor, L):
 def test_dynamic_matches_hf(dim, base, factor, L, stretch):
     seq_len = int(stretch * L)
     config = hf_config(dim, base, L, rope_type="dynamic", factor=factor)
-    theirs = ROPE_INIT_FUNCTIONS["dynamic"](config, "cpu", seq_len=seq_len)
+    theirs = hf_inv_freq(config, "dynamic", seq_len)
     ours = scaling.scaled_inv_freq("dynamic", dim, base=base, factor=factor,
                                    original_max_position=L, seq_len=seq_len)
     assert_matches(ours, theirs)
@@ -70,11 +65,11 @@ def test_static_ntk_is_hf_default_with_a_larger_base_and_hf_dynamic_at_factor_ti
         dim, base, factor, L):
     ours = scaling.scaled_inv_freq("ntk", dim, base=base, factor=factor)
     larger_base = hf_config(dim, base * factor ** (dim / (dim - 2)), L)
-    assert_matches(ours, LlamaRotaryEmbedding.compute_default_rope_parameters(larger_base))
+    assert_matches(ours, hf_inv_freq(larger_base, "default"))
     if float(factor).is_integer():
         # HF "dynamic" with its own factor 1 grows the base by (ℓ/L)^(d/(d−2)).
         dynamic = hf_config(dim, base, L, rope_type="dynamic", factor=1.0)
-        theirs = ROPE_INIT_FUNCTIONS["dynamic"](dynamic, "cpu", seq_len=int(factor * L))
+        theirs = hf_inv_freq(dynamic, "dynamic", int(factor * L))
         assert_matches(ours, theirs)
 
 
@@ -92,7 +87,7 @@ YARN_OPTIONS = [
 def test_yarn_matches_hf(dim, base, factor, L, options):
     config = hf_config(dim, base, L, rope_type="yarn", factor=factor,
                        original_max_position_embeddings=L, **options)
-    theirs = ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
+    theirs = hf_inv_freq(config, "yarn")
     ours = scaling.scaled_inv_freq("yarn", dim, base=base, factor=factor,
                                    original_max_position=L, **options)
     assert_matches(ours, theirs)
@@ -103,7 +98,7 @@ def test_yarn_matches_hf(dim, base, factor, L, options):
 def test_llama3_matches_hf(dim, base, factor, L, low, high):
     config = hf_config(dim, base, L, rope_type="llama3", factor=factor, low_freq_factor=low,
                        high_freq_factor=high, original_max_position_embeddings=L)
-    theirs = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    theirs = hf_inv_freq(config, "llama3")
     ours = scaling.scaled_inv_freq("llama3", dim, base=base, factor=factor,
                                    original_max_position=L, low_freq_factor=low,
                                    high_freq_factor=high)

@@ -33,3 +33,31 @@ def test_binary_panel_follows_d():
     np.testing.assert_array_equal(bits, rl.binary_pe(8, 3).T.numpy())
     panel.set(dim=7)
     assert panel.figure.axes[0].images[0].get_array().shape == (7, 128)
+
+
+@pytest.mark.parametrize("factory, arguments, message", [
+    ("sinusoidal_panel", {"dim": 63},
+     r"^dim must be an integer from 8 to 256 in steps of 8 \(.*\), got 63$"),
+    ("sinusoidal_panel", {"base": -1}, r"^base must be a number from 10 to 1e\+06 .*, got -1$"),
+    ("sinusoidal_panel", {"base": float("nan")}, r"^base must be a number .*, got nan$"),
+    ("sinusoidal_panel", {"length": 1000}, r"^length must be an integer from 16 to 512 .*1000$"),
+    ("binary_panel", {"dim": 9}, r"^dim must be an integer from 2 to 8 \(.*\), got 9$"),
+    ("binary_panel", {"dim": 0}, r"^dim must be an integer from 2 to 8 \(.*\), got 0$"),
+])
+def test_factories_refuse_values_their_sliders_cannot_show(factory, arguments, message):
+    # ipywidgets would clamp them silently and draw a figure nobody asked for.
+    with pytest.raises(ValueError, match=message):
+        widgets.PANELS[factory](**arguments)
+
+
+def test_factories_refuse_values_of_the_wrong_type():
+    with pytest.raises(TypeError, match=r"^dim must be an int, got '64' of type str$"):
+        widgets.sinusoidal_panel(dim="64")
+    with pytest.raises(TypeError, match=r"^base must be a number, got True of type bool$"):
+        widgets.sinusoidal_panel(base=True)
+
+
+def test_factories_accept_the_ends_of_their_sliders():
+    panel = widgets.sinusoidal_panel(dim=8, base=1e6, length=512)
+    assert panel.values == {"dim": 8, "base": pytest.approx(1e6), "length": 512}
+    assert widgets.binary_panel(dim=8).values == {"dim": 8}

@@ -9,9 +9,9 @@ def test_decay_panel_is_registered_and_follows_the_base():
     assert "decay_panel" in widgets.PANELS
     panel = widgets.decay_panel()
     before_png = panel.png
-    before = panel.figure.axes[0].lines[0].get_ydata().copy()
+    before = np.array(panel.figure.axes[0].lines[0].get_ydata())  # a copy
     panel.set(base=100.0)
-    after = panel.figure.axes[0].lines[0].get_ydata()
+    after = np.asarray(panel.figure.axes[0].lines[0].get_ydata())
     assert panel.png != before_png
     assert not np.allclose(before, after)
     assert "100" in panel.figure.axes[1].get_title()

@@ -3,7 +3,8 @@
 For each widget notebook: open it, run all cells, move one slider with the keyboard (as a
 student would: focus the handle, press Page Up), then check that
 - no cell shows an error or writes to stderr,
-- the slider's panel drew a different figure (the PNG bytes differ),
+- the slider's panel drew a different figure (the PNG bytes its Image widget shows differ),
+  once (one move, one redraw), shown at the figure's own size (crisp, not stretched),
 - the page logged no JavaScript error.
 Screenshots of the panel before and after, and of the whole page, go to
 ``test-artifacts/browser/`` (git-ignored).
@@ -36,6 +37,8 @@ WIDGET_NOTEBOOKS = [
      r"\bbase\b"),
 ]
 RUN_ALL_TIMEOUT_MS = 180_000
+# A panel's figure: the <img> of an ipywidgets Image (class "widget-image" in 7 and 8).
+IMAGE = "img.widget-image"
 REDRAW_TIMEOUT_MS = 30_000
 
 # The notebook's panel is the current widget (JupyterLab exposes the app as window.jupyterapp
@@ -66,6 +69,21 @@ SETTLED = """() => {
         || cell.model.executionState !== 'running');
 }"""
 
+# The figure's size as drawn (CSS px), as decoded (px), its width attribute, and the width
+# of the output area it must fit in (the whole figure in view, not cut off).
+IMAGE_SIZE = """img => ({shown: [img.clientWidth, img.clientHeight],
+                         natural: [img.naturalWidth, img.naturalHeight],
+                         widthAttribute: img.getAttribute('width'),
+                         outputArea: img.closest('.jp-OutputArea-output').clientWidth})"""
+
+# Counts the redraws that reach the page: each one gives the <img> a new src.
+COUNT_SRC_CHANGES = """img => {
+    window.ropeLabSrcChanges = 0;
+    new MutationObserver(records => {
+        window.ropeLabSrcChanges += records.filter(r => r.attributeName === 'src').length;
+    }).observe(img, {attributes: true});
+}"""
+
 # Indexes of the code cells that did not run (run-all stops at the first error).
 NOT_RUN = """() => window.jupyterapp.shell.currentWidget.content.widgets
     .map((cell, index) => [cell, index])
@@ -73,11 +91,15 @@ NOT_RUN = """() => window.jupyterapp.shell.currentWidget.content.widgets
     .map(([, index]) => index)"""
 
 
-def _png(src: str) -> bytes:
-    prefix = "data:image/png;base64,"
-    if src.startswith(prefix):
-        return base64.b64decode(src[len(prefix):])
-    return src.encode()  # a blob: URL; its change still means a new image
+def _png(image) -> bytes:
+    """The bytes the <img> shows (the Image widget gives it a blob: URL)."""
+    encoded = image.evaluate("""async img => {
+        const bytes = new Uint8Array(await (await fetch(img.src)).arrayBuffer());
+        let text = '';
+        for (const byte of bytes) { text += String.fromCharCode(byte); }
+        return btoa(text);
+    }""")
+    return base64.b64decode(encoded)
 
 
 def _problems_on_page(page) -> list[str]:
@@ -121,16 +143,27 @@ def test_slider_redraws_in_browser(name, served, label, request):
         matching = [i for i, text in enumerate(labels) if pattern.search(text.strip())]
         assert matching, f"{name}: no slider labelled /{label}/; sliders: {labels}"
         slider = page.locator(".widget-slider").nth(matching[0])
-        # The panel: the innermost widget box holding both this slider and an output area.
-        panel = page.locator(".widget-vbox", has=slider).filter(
-            has=page.locator(".widget-output")).last
-        image = panel.locator(".widget-output img").first
+        # The panel: the innermost widget box holding both this slider and an Image widget.
+        panel = page.locator(".widget-vbox", has=slider).filter(has=page.locator(IMAGE)).last
+        image = panel.locator(IMAGE).first
         image.wait_for(state="visible", timeout=REDRAW_TIMEOUT_MS)
         panel.scroll_into_view_if_needed()
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0",
+                               arg=image.element_handle(), timeout=REDRAW_TIMEOUT_MS)
+        size = image.evaluate(IMAGE_SIZE)
+        # Crisp: shown at the figure's CSS size, of which the PNG is a whole multiple (1× at
+        # the course's dpi), or narrower with its aspect kept where the output is narrower.
+        css_width = int(size["widthAttribute"])
+        assert size["natural"][0] % css_width == 0, f"{name}: {size}"
+        assert 0 < size["shown"][0] <= min(css_width, size["outputArea"]), f"{name}: {size}"
+        assert (abs(size["shown"][1] / size["shown"][0] - size["natural"][1] / size["natural"][0])
+                < 0.01), f"{name}: the figure is stretched: {size}"
         before_src = image.get_attribute("src")
+        before_png = _png(image)
         readout = slider.locator(".widget-readout")
         before_value = readout.inner_text()
         panel.screenshot(path=ARTIFACTS / f"{stem}-before.png")
+        image.evaluate(COUNT_SRC_CHANGES)
 
         moved = time.perf_counter()
         handle = slider.locator(".noUi-handle, input[type=range]").first
@@ -140,25 +173,24 @@ def test_slider_redraws_in_browser(name, served, label, request):
         handle.press("PageUp")
         if readout.inner_text() == before_value:  # already at its maximum: go the other way
             handle.press("PageDown")
-        # The output area replaces its <img> on every redraw: look it up afresh each poll.
-        # No redraw within the time limit is reported by the assertions below.
+        # The Image widget keeps its <img> and gives it a new src on every redraw. No redraw
+        # within the time limit is reported by the assertions below.
         with contextlib.suppress(PlaywrightTimeout):
             page.wait_for_function(
-                """([box, old]) => {
-                    const img = box.querySelector('.widget-output img');
-                    return img !== null && img.getAttribute('src') !== old;
-                }""",
-                arg=[panel.element_handle(), before_src], timeout=REDRAW_TIMEOUT_MS,
+                "([img, old]) => img.getAttribute('src') !== old && img.complete",
+                arg=[image.element_handle(), before_src], timeout=REDRAW_TIMEOUT_MS,
                 polling=100)
         page.wait_for_function(SETTLED, timeout=REDRAW_TIMEOUT_MS, polling=100)
         timings["move + redraw"] = time.perf_counter() - moved
-        after_src = panel.locator(".widget-output img").first.get_attribute("src")
+        after_png = _png(image)
         panel.screenshot(path=ARTIFACTS / f"{stem}-after.png")
 
         assert readout.inner_text() != before_value, f"{name}: the slider did not move"
-        before_png, after_png = _png(before_src), _png(after_src)
         assert hashlib.sha256(before_png).digest() != hashlib.sha256(after_png).digest(), (
             f"{name}: the figure did not change ({len(after_png)} bytes, identical)")
+        assert after_png.startswith(b"\x89PNG"), f"{name}: the image is not a PNG"
+        changes = page.evaluate("() => window.ropeLabSrcChanges")
+        assert changes == 1, f"{name}: one move redrew the figure {changes} times"
         errors = _problems_on_page(page)
         assert not errors, f"{name}: error outputs after moving the slider:\n" + "\n".join(errors)
         assert not console_errors, f"{name}: JavaScript errors:\n" + "\n".join(console_errors)

@@ -1,0 +1,100 @@
+"""The versions the course promises to support, installed and run (``make compat``).
+
+pyproject.toml declares lower bounds ("numpy>=1.23.2", "transformers>=4.45" …) and
+Colab brings its own stack. A bound nobody installs is a guess, so two nox sessions build
+those environments and run what ``make test`` runs on the main one: the unit tests and
+every notebook (course and solutions).
+
+- ``oldest``: every direct dependency at the lowest version pyproject.toml allows
+  (``>=X`` becomes ``==X``). torch is the exception, see :data:`TORCH_HERE`.
+- ``colab``: Google Colab's stack, :data:`COLAB`.
+
+Run one with ``.venv/bin/nox -s oldest`` (or ``make compat`` for both). The virtual
+environments live in ``.nox/`` and are reused between runs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nox
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["oldest", "colab"]
+
+# torch's lowest bound (2.1) only comes as a multi-GB CUDA wheel for this Python, and the
+# machines that build the course carry one torch wheel on disk; the README says so. Both
+# sessions use the torch release that constraints.txt pins.
+TORCH_HERE = next(line.split("==")[1].strip()
+                  for line in (ROOT / "constraints.txt").read_text().splitlines()
+                  if line.startswith("torch=="))
+
+# Google Colab's preinstalled stack (late 2026), as far as the course touches it: its own
+# torch, ipywidgets 7.7.1 with the classic widget front end, transformers 4.x, and the
+# numpy 2.0 / matplotlib 3.10 series. Colab runs Python 3.12; the session runs on the
+# Python that runs nox.
+COLAB = [
+    "ipywidgets==7.7.1",
+    "transformers==4.57.6",
+    "numpy==2.0.2",
+    "matplotlib==3.10.0",
+    "ipykernel==6.17.1",
+]
+
+# What each session runs, after installing: the unit tests, then every notebook. Not the
+# tests of the pinned install itself (test_project, test_install: `make test` runs those).
+UNIT = ["pytest", "-q", "-p", "no:cacheprovider", "tests", "--ignore=tests/browser",
+        "--ignore=tests/test_project.py", "--ignore=tests/test_install.py"]
+NOTEBOOKS = ["pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
+             "notebooks"]
+EXTRAS = "test,lab,models,book"
+
+
+def lowest_versions() -> list[str]:
+    """``name==lower`` for every ``name>=lower`` among the dependencies and extras in use."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    for extra in EXTRAS.split(","):
+        requirements += project["optional-dependencies"][extra]
+    pins = []
+    for requirement in requirements:
+        match = re.fullmatch(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?>=([^,;\s]+)", requirement.strip())
+        if not match:
+            raise ValueError(f"pyproject.toml: {requirement!r} is not of the form name>=version; "
+                             "the oldest session cannot pin it")
+        name, _, lower = match.groups()
+        pins.append(f"{name}=={TORCH_HERE if name == 'torch' else lower}")
+    return pins
+
+
+def _install_and_run(session: nox.Session, pins: list[str]) -> None:
+    constraints = Path(session.create_tmp()) / "constraints.txt"
+    constraints.write_text("\n".join(pins) + "\n")
+    session.install("--constraint", str(constraints), f"torch=={TORCH_HERE}")
+    session.install("--constraint", str(constraints), "-e", f".[{EXTRAS}]")
+    session.run("python", "-c", "import numpy, matplotlib, ipywidgets, torch, transformers; "
+                "print('numpy', numpy.__version__, '| matplotlib', matplotlib.__version__, "
+                "'| ipywidgets', ipywidgets.__version__, '| torch', torch.__version__, "
+                "'| transformers', transformers.__version__)")
+    env = {"MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
+    session.run(*UNIT, *session.posargs, env=env)
+    session.run(*NOTEBOOKS, env=env)
+
+
+@nox.session
+def oldest(session: nox.Session) -> None:
+    """The lowest versions pyproject.toml allows (torch: see TORCH_HERE)."""
+    _install_and_run(session, lowest_versions())
+
+
+@nox.session
+def colab(session: nox.Session) -> None:
+    """Google Colab's stack: ipywidgets 7.7.1, transformers 4.x, numpy 2.0, matplotlib 3.10."""
+    _install_and_run(session, COLAB + [f"torch=={TORCH_HERE}"])

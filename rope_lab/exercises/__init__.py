@@ -1,0 +1,68 @@
+"""Auto-graded exercises: ``check_*`` functions that test a learner's function.
+
+A grader calls the learner's function on the notebook's teaching cases and on random inputs
+drawn fresh each time, compares with the package's reference, and prints specific feedback:
+which property failed and the smallest input that shows it. It never raises on a wrong
+answer (a notebook keeps running while a student works); it returns True or False, and the
+solution notebooks ``assert`` that. A failure on random inputs names the seed:
+``check_…(my_function, seed=…)`` repeats them.
+
+One module per notebook (``rope_in_d_dimensions`` holds 04's graders); ``grading`` holds
+what they share: copies of the inputs, the time limit (``grading.TIME_LIMIT_S``), the
+forbidden shortcuts, and one way to read an answer.
+
+``summary()`` prints which exercises passed in this session, to paste into a forum post
+or hand in.
+"""
+
+from rope_lab.exercises.absolute_position_encodings import (
+    check_bits_flipped,
+    check_shift_map,
+    check_sinusoidal_pe,
+)
+from rope_lab.exercises.attention_without_position import (
+    check_attention,
+    check_causal_attention,
+    check_inverse_permutation,
+)
+from rope_lab.exercises.grading import call_learner, compare, report, summary
+from rope_lab.exercises.length_extrapolation import (
+    check_full_turn_pairs,
+    check_ntk_base,
+    check_position_interpolation,
+)
+from rope_lab.exercises.long_range_decay import (
+    check_bound_breaker,
+    check_minimum_base,
+    check_score_curve,
+)
+from rope_lab.exercises.performance import check_attainable, check_complex_rope, check_rope_bytes
+from rope_lab.exercises.rope_and_linear_attention import (
+    check_non_positive_normalizer,
+    check_recurrent_linear_attention,
+)
+from rope_lab.exercises.rope_beyond_1d import check_axial_rope, check_mrope_positions
+from rope_lab.exercises.rope_in_2d import check_rotation_matrix, check_score_2d
+from rope_lab.exercises.rope_in_d_dimensions import (
+    check_layout_permutation,
+    check_rope_interleaved,
+    check_rotate_half,
+)
+from rope_lab.exercises.start_here import check_scaled_dot
+
+# in the order of the course: 00.1, 01.1, …, 09.3
+GRADERS = (
+    check_scaled_dot,
+    check_attention, check_inverse_permutation, check_causal_attention,
+    check_sinusoidal_pe, check_shift_map, check_bits_flipped,
+    check_rotation_matrix, check_score_2d,
+    check_rotate_half, check_rope_interleaved, check_layout_permutation,
+    check_score_curve, check_bound_breaker, check_minimum_base,
+    check_position_interpolation, check_ntk_base, check_full_turn_pairs,
+    check_recurrent_linear_attention, check_non_positive_normalizer,
+    check_axial_rope, check_mrope_positions,
+    check_rope_bytes, check_attainable, check_complex_rope,
+)
+
+__all__ = [grader.__name__ for grader in GRADERS] + ["GRADERS", "call_learner", "compare", "report",
+                                                  "summary"]

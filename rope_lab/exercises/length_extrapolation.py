@@ -1,0 +1,81 @@
+"""Exercises of notebook 06 (length extrapolation): PI speeds, the NTK base, pairs that turn."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from rope_lab import scaling
+from rope_lab.exercises.grading import (
+    Learner,
+    Wrong,
+    answer_number,
+    check_answer,
+    grader,
+    log_uniform,
+    randint,
+)
+from rope_lab.rope import inv_freq
+
+_CASES_06 = [(64, 10000.0, 4.0), (128, 500000.0, 8.0), (16, 100.0, 2.5), (4, 10000.0, 1.0)]
+
+
+def _random_cases(generator, count=2):
+    return [(2 * randint(generator, 2, 128), round(log_uniform(generator, 10.0, 1e6), 1),
+             round(log_uniform(generator, 1.0, 32.0), 3)) for _ in range(count)]
+
+
+@grader("06.1", "position interpolation")
+def check_position_interpolation(function: Learner, generator: torch.Generator) -> None:
+    """06.1: ``function(dim, base, factor)`` → the ``(dim // 2,)`` PI rotation speeds θ_i/s."""
+    random = _random_cases(generator)
+    for number, (dim, base, factor) in enumerate(_CASES_06 + random):
+        function.random = number >= len(_CASES_06)
+        answer = function(dim, base, factor)
+        expected, _ = scaling.linear_inv_freq(dim, base=base, factor=factor,
+                                              dtype=torch.float64)
+        check_answer(answer, expected, atol=1e-6 * float(expected.max()),
+                     what=f"dim={dim}, base={base:g}, factor={factor:g}")
+
+
+@grader("06.2", "NTK-aware base")
+def check_ntk_base(function: Learner, generator: torch.Generator) -> None:
+    """06.2: ``function(base, dim, factor)`` → the static NTK-aware base base·s^(d/(d−2))."""
+    random = _random_cases(generator)
+    for number, (dim, base, factor) in enumerate(_CASES_06 + random):
+        function.random = number >= len(_CASES_06)
+        where = f"dim={dim}, base={base:g}, factor={factor:g}"
+        answer = answer_number(function(base, dim, factor), where)
+        expected = base * factor ** (dim / (dim - 2))
+        if not abs(answer - expected) <= 1e-6 * expected:
+            slowest = (answer / base) ** (-(dim - 2) / dim) if answer > 0 else float("nan")
+            raise Wrong(f"{where}: expected {expected:.6g}, got {answer:.6g} — with your base "
+                        f"the slowest pair slows by {slowest:.4g}, it should slow by exactly "
+                        f"1/factor = {1 / factor:.4g}")
+
+
+def _full_turns(dim, base, length):
+    wavelengths = 2 * math.pi / inv_freq(dim, base, dtype=torch.float64)
+    return wavelengths, int((wavelengths <= length).sum())
+
+
+@grader("06.3", "pairs that turn")
+def check_full_turn_pairs(function: Learner, generator: torch.Generator) -> None:
+    """06.3: ``function(dim, base, length)`` → how many pairs complete a turn (λ_i ≤ L)."""
+    cases = [(64, 10000.0, 2048), (128, 500000.0, 8192), (16, 10000.0, 64), (8, 10.0, 3)]
+    random = []
+    while len(random) < 3:
+        dim, base = 2 * randint(generator, 1, 128), round(log_uniform(generator, 2.0, 1e6), 1)
+        length = int(log_uniform(generator, 1.0, 1e5))
+        wavelengths, _ = _full_turns(dim, base, length)
+        # a wavelength within rounding of L could be counted either way in float32: skip it
+        if bool(((wavelengths - length).abs() > 1e-4 * length).all()):
+            random.append((dim, base, length))
+    for number, (dim, base, length) in enumerate(cases + random):
+        function.random = number >= len(cases)
+        where = f"dim={dim}, base={base:g}, L={length}"
+        answer = answer_number(function(dim, base, length), where, integer=True)
+        _, expected = _full_turns(dim, base, length)
+        if answer != expected:
+            raise Wrong(f"{where}: expected {expected} of {dim // 2} pairs, got {answer!r}")

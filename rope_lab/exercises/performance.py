@@ -1,0 +1,71 @@
+"""Exercises of notebook 09 (performance): bytes moved, the roofline, RoPE as a complex multiply."""
+
+from __future__ import annotations
+
+import torch
+
+from rope_lab import bench, rope
+from rope_lab.exercises.grading import (
+    Learner,
+    Wrong,
+    answer_number,
+    check_answer,
+    grader,
+    log_uniform,
+    randint,
+)
+
+
+@grader("09.1", "bytes moved by RoPE")
+def check_rope_bytes(rope_bytes: Learner, generator: torch.Generator) -> None:
+    """09.1 — bytes RoPE moves for one tensor: ``rope_bytes(batch, heads, seq, head_dim,
+    bytes_per_element)`` = read x + write the result (cos/sin tables left out)."""
+    cases = [((1, 32, 2048, 128), 4), ((2, 8, 100, 64), 2), ((1, 1, 1, 2), 8)]
+    random = [((randint(generator, 1, 8), randint(generator, 1, 64), randint(generator, 1, 9999),
+                2 * randint(generator, 1, 128)), 2 ** randint(generator, 0, 3)) for _ in range(2)]
+    for number, (shape, width) in enumerate(cases + random):
+        rope_bytes.random = number >= len(cases)
+        where = f"for shape {shape} with {width}-byte elements"
+        answer = answer_number(rope_bytes(*shape, width), where)
+        expected = bench.rope_traffic(*shape, bytes_per_element=width)["tensor_bytes"]
+        if answer != expected:
+            hint = " (did you count the write as well as the read?)" \
+                if answer * 2 == expected else ""
+            raise Wrong(f"{where} expected {expected} bytes, got {answer}{hint}")
+
+
+@grader("09.2", "the roofline")
+def check_attainable(attainable: Learner, generator: torch.Generator) -> None:
+    """09.2 — the roofline: ``attainable(intensity, peak_gflops, bandwidth_gb_s)`` in GFLOP/s."""
+    cases = [(0.375, 1000.0, 50.0), (100.0, 1000.0, 50.0), (20.0, 1000.0, 50.0),
+             (0.1, 60_000.0, 3000.0)]
+    random = [(round(log_uniform(generator, 0.01, 1000.0), 4),
+               round(log_uniform(generator, 10.0, 1e6), 1),
+               round(log_uniform(generator, 10.0, 1e4), 1)) for _ in range(3)]
+    for number, args in enumerate(cases + random):
+        attainable.random = number >= len(cases)
+        where = (f"for intensity {args[0]:g} FLOP/byte, peak {args[1]:g} GFLOP/s and "
+                 f"{args[2]:g} GB/s")
+        answer = answer_number(attainable(*args), where)
+        expected = bench.attainable_gflops(*args)
+        if abs(answer - expected) > 1e-9 * max(1.0, expected):
+            raise Wrong(f"{where} expected {expected:g} GFLOP/s, got {answer:g}")
+
+
+@grader("09.3", "interleaved RoPE as one complex multiply")
+def check_complex_rope(complex_rope: Learner, generator: torch.Generator) -> None:
+    """09.3 — one-pass interleaved RoPE: ``complex_rope(x, cos, sin)`` for x ``(..., seq, d)``
+    float32 and cos, sin ``(seq, d/2)``, equal to ``apply_rope(x, layout="interleaved")``."""
+    teaching = torch.Generator().manual_seed(9)
+    cases = [(torch.randn(*shape, generator=teaching), 10000.0)
+             for shape in ((5, 8), (2, 3, 7, 16))]
+    leading = [randint(generator, 1, 3) for _ in range(randint(generator, 0, 2))]
+    random = [(torch.randn(*leading, randint(generator, 1, 9), 2 * randint(generator, 1, 16),
+                           generator=generator), round(log_uniform(generator, 10.0, 1e5), 1))]
+    for number, (x, base) in enumerate(cases + random):
+        complex_rope.random = number >= len(cases)
+        angles = rope.rope_angles(torch.arange(x.shape[-2]), rope.inv_freq(x.shape[-1], base))
+        cos, sin = angles.cos(), angles.sin()
+        answer = complex_rope(x, cos, sin)
+        check_answer(answer, rope.rotate_reference(x, cos, sin, "interleaved"), atol=1e-5,
+                     what=f"x of shape {tuple(x.shape)}")

@@ -1,0 +1,64 @@
+"""Exercises of notebook 08 (RoPE beyond 1D): axial 2D RoPE and M-RoPE position ids."""
+
+from __future__ import annotations
+
+import torch
+
+from rope_lab import nd
+from rope_lab.exercises.grading import (
+    Learner,
+    Wrong,
+    check_answer,
+    compare,
+    grader,
+    log_uniform,
+    matches,
+    randint,
+)
+
+
+@grader("08.1", "axial 2D RoPE")
+def check_axial_rope(function: Learner, generator: torch.Generator) -> None:
+    """08.1: ``function(x, positions, base)`` is axial 2D RoPE built from ``rl.apply_rope``.
+
+    x: ``(..., seq, d)``, positions: ``(seq, 2)`` (x, y); compared with
+    ``nd.apply_rope_nd(x, positions, nd.axial_freqs(d, base))``.
+    """
+    teaching = torch.Generator().manual_seed(8)
+    cases = [(torch.randn(2, rows * columns, dim, generator=teaching, dtype=torch.float64),
+              nd.grid_positions(rows, columns), base)
+             for dim, base, (rows, columns) in ((8, 100.0, (3, 4)), (16, 10.0, (5, 2)))]
+    rows, columns = randint(generator, 1, 5), randint(generator, 1, 5)
+    dim = 4 * randint(generator, 1, 8)
+    leading = [randint(generator, 1, 3) for _ in range(randint(generator, 0, 2))]
+    x = torch.randn(*leading, rows * columns, dim, generator=generator, dtype=torch.float64)
+    random = [(x, nd.grid_positions(rows, columns), round(log_uniform(generator, 2.0, 1e4), 1))]
+    for number, (x, positions, base) in enumerate(cases + random):
+        function.random = number >= len(cases)
+        dim = x.shape[-1]
+        answer = function(x, positions, base)
+        expected = nd.apply_rope_nd(x, positions, nd.axial_freqs(dim, base, dtype=torch.float64))
+        what = f"x of shape {tuple(x.shape)}, base = {base:g}"
+        failure = compare(answer, expected, atol=1e-9, what=what)
+        if failure is not None:
+            swapped = nd.apply_rope_nd(x, positions.flip(-1),
+                                       nd.axial_freqs(dim, base, dtype=torch.float64))
+            if matches(answer, swapped, atol=1e-9):
+                failure = f"{what}: x and y are swapped: pairs 0 … d/4 − 1 turn with x (column 0)"
+            raise Wrong(failure)
+
+
+@grader("08.2", "M-RoPE position ids")
+def check_mrope_positions(function: Learner, generator: torch.Generator) -> None:
+    """08.2: ``function(text_before, grid_thw, text_after)`` returns M-RoPE (t, h, w) ids.
+
+    Compared with :func:`rope_lab.nd.mrope_positions` on a few layouts.
+    """
+    cases = [(3, (1, 2, 3), 2), (0, (2, 2, 2), 1), (2, (1, 4, 1), 0), (1, (3, 1, 2), 3)]
+    random = [(randint(generator, 0, 6), tuple(randint(generator, 1, 5) for _ in range(3)),
+               randint(generator, 0, 6)) for _ in range(2)]
+    for number, case in enumerate(cases + random):
+        function.random = number >= len(cases)
+        answer = function(*case)
+        check_answer(answer, nd.mrope_positions(*case), atol=0,
+                     what=f"for (text_before, grid_thw, text_after) = {case}")

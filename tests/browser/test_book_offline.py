@@ -1,0 +1,116 @@
+"""The static book in a real browser with the network cut off, as in a classroom without one.
+
+Every page of the book is built from the notebooks as they are (not executed: the maths,
+the Chinese words and the code are in the sources) and opened from disk in headless
+Chromium, with every request to the network refused. On each page MathJax must typeset
+the formulas from the site's own copy, the Chinese words must be drawn with the shipped
+web font (this machine has no CJK system font), and no code line may be wider than the
+page at 1280 px. Screenshots at 1280 × 800 go to test-artifacts/browser/.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "browser_conftest", Path(__file__).with_name("conftest.py"))
+setup = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(setup)
+
+from rope_lab import book  # noqa: E402
+
+NOTEBOOKS = book.course_notebooks()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("book") / "site"
+    book.build(out, NOTEBOOKS, run=False, log=lambda _: None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def offline_page(chromium, site):
+    """A Chromium page whose every http(s) request is refused and recorded."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True,
+                                             args=setup.CHROMIUM_FLAGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        refused: list[str] = []
+
+        def refuse(route):
+            refused.append(route.request.url)
+            route.abort("internetdisconnected")
+
+        context.route("http://**/*", refuse)
+        context.route("https://**/*", refuse)
+        page = context.new_page()
+        page.refused = refused
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()
+
+
+def _open(page, path: Path) -> None:
+    page.refused.clear()
+    page.goto(path.as_uri(), wait_until="load")
+
+
+TYPESET = """() => new Promise(done => {
+    const ready = () => window.MathJax && MathJax.Hub && MathJax.Hub.queue &&
+                        MathJax.Hub.queue.pending === 0 && MathJax.Hub.queue.running === 0;
+    const wait = (left) => ready() || left <= 0 ? done(
+        document.querySelectorAll('.MathJax, .MathJax_Display, .MathJax_CHTML, .MathJax_SVG')
+            .length) : setTimeout(() => wait(left - 1), 100);
+    wait(150);
+})"""
+
+CJK_DRAWN = """async ([family, text]) => {
+    await document.fonts.load(`16px "${family}"`, text);
+    const faces = [...document.fonts].filter(f => f.family.replace(/"/g, '') === family);
+    return {loaded: faces.some(f => f.status === 'loaded'),
+            covers: document.fonts.check(`16px "${family}"`, text)};
+}"""
+
+WIDEST_CODE = """() => Math.max(0, ...[
+    ...document.querySelectorAll('.jp-InputArea pre, .highlight pre')
+].map(pre => pre.scrollWidth - pre.clientWidth))"""
+
+
+def test_maths_typesets_with_no_network(offline_page, site):
+    page = offline_page
+    _open(page, site / "02_absolute_position_encodings.html")
+    typeset = page.evaluate(TYPESET)
+    setup.ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(setup.ARTIFACTS / "book-offline-02-maths.png"))
+    assert typeset > 10, "MathJax typeset no formula: it did not load from the site's copy"
+    assert page.evaluate("document.body.innerText").count("$$") == 0
+    assert page.refused == [], f"the page asked the network for {page.refused}"
+
+
+def test_chinese_renders_with_the_shipped_font(offline_page, site):
+    page = offline_page
+    _open(page, site / "00_start_here.html")
+    assert "旋转位置编码" in page.evaluate("document.body.innerText")
+    drawn = page.evaluate(CJK_DRAWN, [book.CJK_FAMILY, "旋转位置编码"])
+    page.get_by_text("旋转位置编码").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(setup.ARTIFACTS / "book-offline-00-chinese.png"))
+    assert drawn == {"loaded": True, "covers": True}, drawn
+    assert page.refused == [], f"the page asked the network for {page.refused}"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem[:2])
+def test_no_code_line_is_wider_than_the_page(offline_page, site, notebook):
+    page = offline_page
+    _open(page, site / book.page_name(notebook))
+    overflow = page.evaluate(WIDEST_CODE)
+    assert overflow <= 1, (f"{notebook.name}: a code line overflows its box by {overflow} px at "
+                           "1280 px; hold notebook code to 100 characters (ruff E501)")
+    assert page.refused == [], f"{notebook.name} asked the network for {page.refused}"

@@ -1,0 +1,601 @@
+"""Every grader against a battery of learners: the solutions pass, everything else fails.
+
+The correct learners are the worked solutions, read from ``notebooks/solutions/*.ipynb`` so
+the two cannot drift apart, plus variants the exercise text allows. The hostile learners
+crash, return the wrong type, NaN, inf, complex or the wrong shape, zero their inputs,
+replay memorised answers, call a forbidden package function or never return; each must get
+a ✘ verdict in one printed line, no traceback, in bounded time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import rope_lab as rl
+from rope_lab import decay, exercises, nd
+from rope_lab import linear_attention as la
+from rope_lab.exercises import grading
+
+SOLUTIONS = Path(__file__).resolve().parent.parent / "notebooks" / "solutions"
+NAMES = [grader.__name__ for grader in exercises.GRADERS]
+
+
+def _solutions() -> dict:
+    """check_* name → the solution notebook's function it asserts."""
+    found = {}
+    for path in sorted(SOLUTIONS.glob("*.ipynb")):
+        namespace: dict = {}
+        exec("import torch\nimport rope_lab as rl\nfrom rope_lab import exercises\n", namespace)
+        for cell in json.loads(path.read_text())["cells"]:
+            source = "".join(cell["source"])
+            if cell["cell_type"] != "code" or "google.colab" in source:
+                continue
+            if "setup_notebook" in source:  # the imports, without seeding the session
+                source = "\n".join(line for line in source.splitlines()
+                                   if "setup_notebook" not in line)
+            asserted = re.findall(r"assert exercises\.(check_\w+)\((\w+)\)", source)
+            code = [line for line in source.splitlines()
+                    if not re.match(r"(assert |rl\.show_source|exercises\.)", line)]
+            exec("\n".join(code), namespace)
+            for checker, name in asserted:
+                found[checker] = namespace[name]
+    return found
+
+
+SOLUTION = _solutions()
+# the honest 05.3 scan takes a second per case; the battery builds its answers faster
+REFERENCE = {**SOLUTION, "check_minimum_base": decay.minimum_base}
+
+
+def _grade(capsys, name, learner, **kwargs):
+    capsys.readouterr()
+    start = time.perf_counter()
+    passed = getattr(exercises, name)(learner, **kwargs)
+    elapsed = time.perf_counter() - start
+    captured = capsys.readouterr()
+    return passed, captured.out, captured.err, elapsed
+
+
+def _assert_failed_cleanly(passed, out, err, elapsed, limit=5.0):
+    assert passed is False
+    assert out.startswith("✘ Exercise ") and out.count("\n") == 1, out
+    assert "Traceback" not in out + err
+    assert elapsed < limit
+
+
+def test_every_grader_has_a_solution():
+    assert len(NAMES) == 25
+    assert set(SOLUTION) == set(NAMES)
+
+
+# --- correct learners --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_solution_passes_on_fresh_random_inputs(name, capsys):
+    for _ in range(3):  # a fresh seed each time
+        passed, out, err, elapsed = _grade(capsys, name, SOLUTION[name])
+        assert passed, out
+        assert "✔ Exercise" in out and "Traceback" not in err
+        assert elapsed < 5
+
+
+def _rope_float32_angles(x, positions, base):  # the text allows angles in float32
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+    angles = positions.to(torch.float32)[:, None] * theta
+    cos, sin = angles.cos(), angles.sin()
+    even, odd = x[..., 0::2].float(), x[..., 1::2].float()
+    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+    return rotated.flatten(-2).to(x.dtype)
+
+
+def _rope_float16_angles(x, positions, base):  # too narrow: whole turns lost past m ≈ 2048
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = (positions.to(torch.float16)[:, None] * theta.half()).double()
+    even, odd = x[..., 0::2].double(), x[..., 1::2].double()
+    rotated = torch.stack((even * angles.cos() - odd * angles.sin(),
+                           even * angles.sin() + odd * angles.cos()), dim=-1)
+    return rotated.flatten(-2).to(x.dtype)
+
+
+def _rope_in_place(x, positions, base):  # reshapes and overwrites its own input
+    out = SOLUTION["check_rope_interleaved"](x.clone(), positions, base)
+    x.copy_(out)
+    positions.zero_()
+    return x
+
+
+def _complex_rope_in_place(x, cos, sin):
+    out = SOLUTION["check_complex_rope"](x, cos, sin)
+    cos.zero_()
+    sin.zero_()
+    return out
+
+
+VARIANTS = {
+    "check_scaled_dot": [lambda q, k: torch.einsum("...d,...d->...", q, k)
+                         / math.sqrt(q.shape[-1])],
+    "check_inverse_permutation": [torch.argsort, lambda perm: np.argsort(perm.numpy())],
+    "check_rotate_half": [lambda x: torch.cat((-x[..., x.shape[-1] // 2:],
+                                               x[..., :x.shape[-1] // 2]), dim=-1)],
+    "check_rope_interleaved": [_rope_float32_angles, _rope_in_place],
+    "check_complex_rope": [_complex_rope_in_place],
+    "check_score_2d": [lambda *args: np.float64(SOLUTION["check_score_2d"](*args))],
+    "check_full_turn_pairs": [
+        lambda d, b, L: (2 * math.pi / rl.inv_freq(d, b, dtype=torch.float64) <= L).sum(),
+        lambda d, b, L: float((2 * math.pi / rl.inv_freq(d, b) <= L).sum())],
+    "check_bits_flipped": [lambda p: torch.tensor(bin(p ^ (p + 1)).count("1"))],
+    "check_ntk_base": [lambda b, d, s: torch.tensor(b * s ** (d / (d - 2)), dtype=torch.float64)],
+    "check_layout_permutation": [lambda d: torch.arange(d).reshape(-1, 2).T.flatten()],
+    "check_sinusoidal_pe": [lambda length, dim, base: SOLUTION["check_sinusoidal_pe"](
+        length, dim, base).double()],
+}
+
+
+@pytest.mark.parametrize(("name", "index"),
+                         [(n, i) for n, variants in VARIANTS.items() for i in range(len(variants))])
+def test_a_correct_variant_passes(name, index, capsys):
+    passed, out, _, _ = _grade(capsys, name, VARIANTS[name][index])
+    assert passed, out
+
+
+# --- plausible wrong answers: three per grader ----------------------------------------------
+
+
+def _attention(q, k, v, dim=-1, scale=True, allowed=None):
+    scores = q @ k.T / (q.shape[-1] ** 0.5 if scale else 1)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.softmax(scores, dim=dim) @ v
+
+
+def _sinusoid(order="stack", shift=0, exponent=2):
+    def pe(length, dim, base):
+        p = torch.arange(length, dtype=torch.float64)[:, None] + shift
+        omega = base ** -(exponent * torch.arange(dim // 2, dtype=torch.float64) / dim)
+        sin, cos = torch.sin(p * omega), torch.cos(p * omega)
+        if order == "swapped":
+            return torch.stack((cos, sin), -1).flatten(-2)
+        if order == "blocks":
+            return torch.cat((sin, cos), -1)
+        return torch.stack((sin, cos), -1).flatten(-2)
+    return pe
+
+
+def _rotation(c, s, t=False):
+    matrix = torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
+    return matrix.T if t else matrix
+
+
+def _rope_interleaved(shift=0, base=None, layout="interleaved"):
+    def rope(x, positions, b):
+        return rl.apply_rope(x, positions + shift, base=base or b, layout=layout)
+    return rope
+
+
+def _axial(flip=False, only_x=False):
+    def axial(x, positions, base):
+        speeds = rl.inv_freq(x.shape[-1] // 2, base, dtype=torch.float64)
+        zeros = torch.zeros_like(speeds)
+        positions = positions.flip(-1) if flip else positions
+        x = rl.apply_rope(x, positions[:, 0], inv_freq=torch.cat((speeds, zeros)))
+        if only_x:
+            return x
+        return rl.apply_rope(x, positions[:, 1], inv_freq=torch.cat((zeros, speeds)))
+    return axial
+
+
+def _recurrent(causal=True, rotate_denominator=False, rope_ever=True):
+    def recurrent(q, k, v, rope):
+        rope = rope and rope_ever
+        weights = la.linear_attention_weights(q, k, causal=causal, rope=rope,
+                                              rotate_denominator=rotate_denominator and rope)
+        return weights @ v
+    return recurrent
+
+
+def _mrope(shift_vision=True, after_from_index=False):
+    def ids(text_before, grid_thw, text_after):
+        frames, rows, columns = grid_thw
+        before = torch.arange(text_before)[:, None].repeat(1, 3)
+        t, h, w = torch.meshgrid(torch.arange(frames), torch.arange(rows), torch.arange(columns),
+                                 indexing="ij")
+        vision = torch.stack((t.flatten(), h.flatten(), w.flatten()), -1)
+        vision = vision + (text_before if shift_vision else 0)
+        start = text_before + len(vision) if after_from_index else int(vision.max()) + 1
+        after = torch.arange(start, start + text_after)[:, None].repeat(1, 3)
+        return torch.cat((before, vision, after))
+    return ids
+
+
+def _bisection(length, dim):
+    low, high = 0.0, math.log(1e9)
+    for _ in range(60):
+        middle = (low + high) / 2
+        if decay.satisfies_base_criterion(math.exp(middle), length, dim):
+            high = middle
+        else:
+            low = middle
+    return math.exp(high)
+
+
+def _complex(x, cos, sin, conjugate=False):
+    pairs = torch.view_as_complex(x.contiguous().unflatten(-1, (-1, 2)))
+    turn = torch.complex(cos, -sin if conjugate else sin)
+    return torch.view_as_real(pairs * turn).flatten(-2)
+
+
+def _popcount(p):
+    return bin(p).count("1")
+
+
+WRONG = {
+    "check_scaled_dot": [lambda q, k: (q * k).sum(-1),
+                         lambda q, k: (q * k).sum(-1) / q.shape[-1],
+                         lambda q, k: (q * k).sum(-1) / q.shape[0] ** 0.5],
+    "check_attention": [lambda q, k, v: _attention(q, k, v, scale=False),
+                        lambda q, k, v: _attention(q, k, v, dim=0),
+                        lambda q, k, v: torch.softmax(q @ k.T / q.shape[-1] ** 0.5, -1)],
+    "check_inverse_permutation": [lambda perm: perm, lambda perm: perm.flip(0),
+                                  lambda perm: torch.arange(len(perm))],
+    "check_causal_attention": [
+        _attention,
+        lambda q, k, v: _attention(q, k, v, allowed=torch.ones(len(q), len(k)).bool().triu()),
+        lambda q, k, v: _attention(q, k, v, allowed=torch.ones(len(q), len(k)).bool().tril(-1))],
+    "check_sinusoidal_pe": [_sinusoid("swapped"), _sinusoid("blocks"), _sinusoid(shift=1),
+                            _sinusoid(exponent=1)],
+    "check_shift_map": [lambda d, k, b: SOLUTION["check_shift_map"](d, k, b).T,
+                        lambda d, k, b: torch.eye(d),
+                        lambda d, k, b: SOLUTION["check_shift_map"](d, k + 1, b)],
+    "check_bits_flipped": [lambda p: 1, _popcount, lambda p: _popcount(p + 1)],
+    "check_rotation_matrix": [
+        lambda a: _rotation(math.cos(a), math.sin(a), t=True),
+        lambda a: _rotation(math.cos(math.radians(a)), math.sin(math.radians(a))),
+        lambda a: torch.tensor([[math.cos(a), math.sin(a)], [math.sin(a), math.cos(a)]],
+                               dtype=torch.float64)],
+    "check_score_2d": [
+        lambda q, k, m, n, t: SOLUTION["check_score_2d"](q, k, n, m, t),
+        lambda q, k, m, n, t: (q * complex(math.cos(m * t), math.sin(m * t))
+                               * (k * complex(math.cos(n * t), math.sin(n * t))).conjugate()).imag,
+        lambda q, k, m, n, t: (q * k * complex(math.cos((m + n) * t),
+                                               math.sin((m + n) * t))).real],
+    "check_rotate_half": [lambda x: -rl.rotate_half(x), lambda x: x.flip(-1),
+                          lambda x: torch.cat((x[..., x.shape[-1] // 2:],
+                                               -x[..., :x.shape[-1] // 2]), -1)],
+    "check_rope_interleaved": [_rope_interleaved(layout="half"), _rope_interleaved(shift=1),
+                               _rope_interleaved(base=10000.0), _rope_float16_angles],
+    "check_layout_permutation": [
+        lambda d: torch.arange(d),
+        lambda d: torch.argsort(torch.cat((torch.arange(0, d, 2), torch.arange(1, d, 2)))),
+        lambda d: torch.cat((torch.arange(0, d, 2), torch.arange(1, d, 2))).double()],
+    "check_score_curve": [
+        lambda q, k, d, base: decay.score_curve(q, k, d, base=base, layout="interleaved"),
+        lambda q, k, d, base: (q @ k).expand(len(d)),
+        lambda q, k, d, base: decay.score_curve(q, k, -d, base=base)],
+    "check_bound_breaker": [
+        lambda q, distance, base: q,
+        lambda q, distance, base: 2 * rl.apply_rope(q[None], [-distance], base=base)[0],
+        lambda q, distance, base: rl.apply_rope(q[None], [distance], base=base)[0]],
+    "check_minimum_base": [lambda length, dim: 10.0, _bisection,
+                           lambda length, dim: 1.05 * decay.minimum_base(length, dim)],
+    "check_position_interpolation": [
+        lambda d, b, s: rl.inv_freq(d, b, dtype=torch.float64) * s,
+        lambda d, b, s: rl.inv_freq(d, b, dtype=torch.float64),
+        lambda d, b, s: b ** -(torch.arange(d // 2, dtype=torch.float64) / d) / s],
+    "check_ntk_base": [lambda b, d, s: b * s, lambda b, d, s: b * s ** ((d - 2) / d),
+                       lambda b, d, s: b * s**2],
+    "check_full_turn_pairs": [
+        lambda d, b, L: d // 2,
+        lambda d, b, L: int((rl.inv_freq(d, b, dtype=torch.float64) <= L).sum()),
+        lambda d, b, L: int((2 * math.pi / rl.inv_freq(d, b, dtype=torch.float64) >= L).sum())],
+    "check_recurrent_linear_attention": [_recurrent(causal=False),
+                                         _recurrent(rotate_denominator=True),
+                                         _recurrent(rope_ever=False)],
+    "check_non_positive_normalizer": [lambda: (torch.zeros(5, 4),) * 2,
+                                      lambda: (torch.zeros(9, 4),) * 2,
+                                      lambda: (torch.zeros(5, 2),) * 2],
+    "check_axial_rope": [_axial(flip=True), _axial(only_x=True),
+                         lambda x, positions, base: x],
+    "check_mrope_positions": [lambda b, g, a: torch.arange(b + math.prod(g) + a)[:, None]
+                              .repeat(1, 3), _mrope(shift_vision=False),
+                              _mrope(after_from_index=True)],
+    "check_rope_bytes": [lambda b, h, s, d, w: b * h * s * d * w,
+                         lambda b, h, s, d, w: 3 * b * h * s * d * w,
+                         lambda b, h, s, d, w: 2 * b * h * s * d],
+    "check_attainable": [lambda i, p, bw: i * bw, lambda i, p, bw: max(p, i * bw),
+                         lambda i, p, bw: p],
+    "check_complex_rope": [lambda x, cos, sin: rl.apply_rope(x),
+                           lambda x, cos, sin: _complex(x, cos, sin, conjugate=True),
+                           lambda x, cos, sin: x],
+}
+
+
+def test_every_grader_has_three_wrong_answers():
+    assert set(WRONG) == set(NAMES)
+    assert all(len(answers) >= 3 for answers in WRONG.values())
+
+
+@pytest.mark.parametrize(("name", "index"),
+                         [(n, i) for n, answers in WRONG.items() for i in range(len(answers))])
+def test_a_plausible_wrong_answer_fails(name, index, capsys):
+    _assert_failed_cleanly(*_grade(capsys, name, WRONG[name][index]))
+
+
+# --- hostile learners -----------------------------------------------------------------------
+
+
+def _map(answer, tensor_fn, number_fn):
+    if isinstance(answer, tuple):
+        return tuple(_map(a, tensor_fn, number_fn) for a in answer)
+    if isinstance(answer, torch.Tensor):
+        return tensor_fn(answer)
+    return number_fn(answer)
+
+
+def _twisted(name, tensor_fn, number_fn):
+    def learner(*args):
+        return _map(REFERENCE[name](*args), tensor_fn, number_fn)
+    return learner
+
+
+def _zero_inputs_then_answer(name):
+    """Zeroes its tensor inputs and answers for those: right only if the grader reads them."""
+    def learner(*args):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        for tensor in tensors:
+            tensor.zero_()
+        answer = REFERENCE[name](*args)
+        return answer if tensors else _map(answer, torch.zeros_like, lambda a: 0)
+    return learner
+
+
+def _raises(*args):
+    raise ValueError("a bug on line one\nand a second line of message")
+
+
+HOSTILE = {
+    "raises": lambda name: _raises,
+    "zero division": lambda name: lambda *args: 1 / 0,
+    "returns None": lambda name: lambda *args: None,
+    "returns a str": lambda name: lambda *args: "the answer",
+    "returns a list": lambda name: lambda *args: [1.0, 2.0, 3.0],
+    "returns a dict": lambda name: lambda *args: {"answer": 1},
+    "returns a tuple": lambda name: lambda *args: (1, "two", None),
+    "returns a list of the right values": lambda name: _twisted(
+        name, lambda t: t.tolist(), lambda n: [n]),
+    "NaN": lambda name: _twisted(name, lambda t: torch.full(t.shape, math.nan),
+                                 lambda n: math.nan),
+    "inf": lambda name: _twisted(name, lambda t: torch.full(t.shape, math.inf),
+                                 lambda n: math.inf),
+    "complex with the right real part": lambda name: _twisted(
+        name, lambda t: t.to(torch.complex128) + 1j, lambda n: complex(n, 1.0)),
+    "complex with imaginary part 0": lambda name: _twisted(
+        name, lambda t: t.to(torch.complex128), lambda n: complex(n, 0.0)),
+    "wrong shape": lambda name: _twisted(
+        name, lambda t: torch.stack((t, t)), lambda n: torch.tensor([n, n])),
+    "bool": lambda name: _twisted(name, lambda t: t != 0, lambda n: True),
+    "wrong number kind": lambda name: _twisted(
+        name, lambda t: t.float() + 0.5 if not t.is_floating_point() else t.round().long() + 7,
+        lambda n: str(n)),
+    "zeroes its inputs": _zero_inputs_then_answer,
+}
+
+
+# 07.2 asks for any real q, k: whole numbers are as good a counterexample as floats
+_NOT_HOSTILE = {("wrong number kind", "check_non_positive_normalizer")}
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("kind", list(HOSTILE))
+def test_a_hostile_learner_fails_in_one_line(name, kind, capsys):
+    if (kind, name) in _NOT_HOSTILE:
+        pytest.skip("integers are a right answer here")
+    _assert_failed_cleanly(*_grade(capsys, name, HOSTILE[kind](name)))
+
+
+def _key(args):
+    return repr([(a.dtype, a.tolist()) if isinstance(a, torch.Tensor) else a for a in args])
+
+
+def _record(name, capsys):
+    """The calls a correct learner saw under seed 1, with the answers it gave."""
+    calls = []
+
+    def recorder(*args):
+        key = _key(args)
+        answer = REFERENCE[name](*args)
+        calls.append((key, answer))
+        return answer
+
+    assert _grade(capsys, name, recorder, seed=1)[0]
+    return calls
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "check_non_positive_normalizer"])
+def test_memorised_answers_fail_on_fresh_inputs(name, capsys):
+    calls = _record(name, capsys)
+    replayed = iter(calls)
+
+    def replay(*args):  # the answers of the last run, in order, whatever the inputs
+        return next(replayed, calls[-1])[1]
+
+    passed, out, err, elapsed = _grade(capsys, name, replay, seed=2)
+    _assert_failed_cleanly(passed, out, err, elapsed)
+    assert "seed=2" in out
+
+    known = dict(calls)
+
+    def lookup(*args):  # right on every input seen before, a stale answer otherwise
+        return known.get(_key(args), calls[0][1])
+
+    passed, out, err, elapsed = _grade(capsys, name, lookup, seed=2)
+    _assert_failed_cleanly(passed, out, err, elapsed)
+    assert f"{name}(…, seed=2) repeats them" in out
+    assert _grade(capsys, name, lookup, seed=2)[1] == out  # the seed reproduces the failure
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_learner_that_never_returns_gets_a_verdict_on_time(name, capsys, monkeypatch):
+    monkeypatch.setattr(grading, "TIME_LIMIT_S", 0.5)
+    release = threading.Event()
+    try:
+        passed, out, err, elapsed = _grade(capsys, name, lambda *args: release.wait(30))
+    finally:
+        release.set()
+    limit = 0.5 * (3 if name == "check_minimum_base" else 1)
+    _assert_failed_cleanly(passed, out, err, elapsed, limit=limit + 1.0)
+    assert elapsed >= limit * 0.9
+    assert f"took longer than {limit:g} s" in out
+
+
+def test_the_time_limit_counts_all_calls_together(capsys, monkeypatch):
+    monkeypatch.setattr(grading, "TIME_LIMIT_S", 0.5)
+
+    def slow(p):  # 10 ms a call is fine once, not 1040 times
+        time.sleep(0.01)
+        return bin(p ^ (p + 1)).count("1")
+
+    passed, out, err, elapsed = _grade(capsys, "check_bits_flipped", slow)
+    _assert_failed_cleanly(passed, out, err, elapsed, limit=1.5)
+    assert "took longer than 0.5 s" in out
+
+
+from rope_lab.rope import interleaved_to_half as imported_shortcut  # noqa: E402
+
+FORBIDDEN = [
+    ("check_attention", lambda q, k, v: rl.attention(q, k, v), "rope_lab.attention"),
+    ("check_causal_attention", lambda q, k, v: rl.attention(q, k, v, mask="causal"),
+     "rope_lab.attention"),
+    ("check_causal_attention",
+     lambda q, k, v: _attention(q, k, v, allowed=~rl.causal_mask(len(q))),
+     "rope_lab.causal_mask"),
+    ("check_sinusoidal_pe", rl.sinusoidal_pe, "rope_lab.sinusoidal_pe"),
+    ("check_shift_map", lambda d, k, b: rl.absolute.sinusoidal_shift_map(d, k, b),
+     "rope_lab.absolute.sinusoidal_shift_map"),
+    ("check_layout_permutation", lambda d: rl.interleaved_to_half(torch.arange(d)),
+     "rope_lab.interleaved_to_half"),
+    ("check_layout_permutation", lambda d: rl.rope.interleaved_to_half(torch.arange(d)),
+     "rope_lab.interleaved_to_half"),
+    ("check_layout_permutation", lambda d: imported_shortcut(torch.arange(d)),
+     "rope_lab.interleaved_to_half"),
+    ("check_layout_permutation",
+     lambda d: torch.argsort(rl.half_to_interleaved(torch.arange(d))),
+     "rope_lab.half_to_interleaved"),
+]
+
+
+@pytest.mark.parametrize(("name", "learner", "shown"), FORBIDDEN)
+def test_a_forbidden_shortcut_fails_and_says_so(name, learner, shown, capsys):
+    passed, out, err, elapsed = _grade(capsys, name, learner)
+    _assert_failed_cleanly(passed, out, err, elapsed)
+    number = getattr(exercises, name).exercise
+    assert f"exercise {number} asks you to write this without {shown}" in out
+    # the package is whole again: the grader's patches are gone
+    assert rl.interleaved_to_half is imported_shortcut
+    assert rl.rope.interleaved_to_half is imported_shortcut
+    assert torch.equal(rl.interleaved_to_half(torch.arange(4)), torch.tensor([0, 2, 1, 3]))
+
+
+def test_catching_the_forbidden_error_does_not_help(capsys):
+    def sly(dim):
+        try:
+            return rl.interleaved_to_half(torch.arange(dim))
+        except RuntimeError:
+            return torch.cat((torch.arange(0, dim, 2), torch.arange(1, dim, 2)))
+
+    passed, out, *_ = _grade(capsys, "check_layout_permutation", sly)
+    assert not passed and "without rope_lab.interleaved_to_half" in out
+
+
+# --- the grader's own boundary ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_grader_called_without_a_function_names_the_parameter(name):
+    grader = getattr(exercises, name)
+    parameter = next(iter(grader.__signature__.parameters))
+    with pytest.raises(TypeError, match=rf"{parameter} must be your function"):
+        grader(42)
+
+
+def test_the_grader_leaves_the_notebook_rng_alone(capsys):
+    torch.manual_seed(0)
+    state = torch.get_rng_state()
+    for name in NAMES:
+        _grade(capsys, name, SOLUTION[name] if name != "check_minimum_base"
+               else REFERENCE[name])
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_fresh_seeds_differ_and_do_not_touch_torch():
+    state = torch.get_rng_state()
+    seeds = {grading.fresh_seed() for _ in range(20)}
+    assert len(seeds) > 15
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_the_learner_gets_copies(capsys):
+    seen = []
+
+    def keeps(x, cos, sin):
+        seen.append((x, cos, sin))
+        return SOLUTION["check_complex_rope"](x, cos, sin)
+
+    assert _grade(capsys, "check_complex_rope", keeps)[0]
+    ids = [id(t) for call in seen for t in call]
+    assert len(set(ids)) == len(ids)
+
+
+def test_call_learner_reports_instead_of_raising():
+    assert exercises.call_learner(lambda x: x + 1, 1) == (2, None)
+    answer, feedback = exercises.call_learner(_raises, 1)
+    assert answer is None and feedback.startswith("your function raised ValueError")
+
+
+def test_crash_feedback_is_one_line_with_the_line_number(capsys):
+    passed, out, *_ = _grade(capsys, "check_rotation_matrix", _raises)
+    assert not passed and "your function raised ValueError: a bug on line one (line" in out
+    assert "second line" not in out
+
+
+def test_right_on_the_listed_angles_but_crashing_later(capsys):
+    def brittle(angle):
+        if angle not in (0.0, math.pi / 2, math.pi / 4, 1.0, -2.5):
+            raise ValueError("unknown angle")
+        return _rotation(math.cos(angle), math.sin(angle))
+
+    passed, out, err, elapsed = _grade(capsys, "check_rotation_matrix", brittle)
+    _assert_failed_cleanly(passed, out, err, elapsed)
+    assert "unknown angle" in out
+
+
+def test_summary_still_reports_after_the_battery(capsys):
+    exercises.check_attainable(lambda i, p, bw: math.nan)
+    exercises.check_rope_bytes(SOLUTION["check_rope_bytes"])
+    capsys.readouterr()
+    result = exercises.summary("09")
+    out = capsys.readouterr().out
+    assert result["09.1"] is True and result["09.2"] is False
+    assert "✘ 09.2 the roofline" in out and "NaN" in out
+
+
+def test_bad_answers_from_notebook_05_and_06_do_not_crash(capsys):
+    for name, learner in (("check_minimum_base", lambda length, dim: math.inf),
+                          ("check_full_turn_pairs", lambda d, b, L: torch.tensor([1, 2])),
+                          ("check_inverse_permutation", lambda perm: perm + 1),
+                          ("check_layout_permutation",
+                           lambda d: torch.arange(d).to(torch.complex64)),
+                          ("check_axial_rope", lambda x, p, base: nd.apply_rope_nd(
+                              x, p, nd.axial_freqs(x.shape[-1], base)).to(torch.complex128))):
+        _assert_failed_cleanly(*_grade(capsys, name, learner))
