@@ -81,7 +81,7 @@ browser: install-test chromium
 # The oldest versions pyproject.toml allows and Google Colab's stack, each in its own
 # virtual environment under .nox/, running the unit tests and every notebook.
 compat: install-test
-	$(VENV)/bin/nox --no-color
+	$(if $(filter cpu,$(TORCH)),ROPE_LAB_TORCH_INDEX=$(TORCH_CPU_INDEX)) $(VENV)/bin/nox --no-color
 
 # Debian's chromium, installed only when /usr/bin/chromium is missing. That needs root (CI
 # runs as root); anyone else gets a message and the browser test skips (under CI=true it fails).

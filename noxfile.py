@@ -15,6 +15,7 @@ environments live in ``.nox/`` and are reused between runs.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -77,7 +78,10 @@ def lowest_versions() -> list[str]:
 def _install_and_run(session: nox.Session, pins: list[str]) -> None:
     constraints = Path(session.create_tmp()) / "constraints.txt"
     constraints.write_text("\n".join(pins) + "\n")
-    session.install("--constraint", str(constraints), f"torch=={TORCH_HERE}")
+    # `make test TORCH=cpu` passes PyTorch's CPU index on, so no session pulls CUDA wheels
+    torch_index = os.environ.get("ROPE_LAB_TORCH_INDEX")
+    index = ["--index-url", torch_index] if torch_index else ["--constraint", str(constraints)]
+    session.install(*index, f"torch=={TORCH_HERE}")
     session.install("--constraint", str(constraints), "-e", f".[{EXTRAS}]")
     session.run("python", "-c", "import numpy, matplotlib, ipywidgets, torch, transformers; "
                 "print('numpy', numpy.__version__, '| matplotlib', matplotlib.__version__, "

@@ -40,20 +40,23 @@ def test_bound_breaker_checker(capsys):
     assert not exercises.check_bound_breaker(lambda q, distance, base: "k")
 
 
+def bisection(length, dim):
+    """A plausible wrong 05.3: bisection assumes the criterion is monotone in the base, so it
+    lands above the smallest base that satisfies it (also used by the grader battery)."""
+    low, high = 0.0, math.log(1e9)
+    for _ in range(60):
+        middle = (low + high) / 2
+        if decay.satisfies_base_criterion(math.exp(middle), length, dim):
+            high = middle
+        else:
+            low = middle
+    return math.exp(high)
+
+
 def test_minimum_base_checker(capsys):
     assert exercises.check_minimum_base(lambda length, dim: decay.minimum_base(length, dim))
     assert not exercises.check_minimum_base(lambda length, dim: 10.0)
     assert "fails the criterion" in capsys.readouterr().out
-
-    def bisection(length, dim):  # assumes monotonicity: lands above the smallest base
-        low, high = 0.0, math.log(1e9)
-        for _ in range(60):
-            middle = (low + high) / 2
-            if decay.satisfies_base_criterion(math.exp(middle), length, dim):
-                high = middle
-            else:
-                low = middle
-        return math.exp(high)
 
     assert bisection(100, 16) > decay.minimum_base(100, 16) * 1.01
     assert not exercises.check_minimum_base(bisection)

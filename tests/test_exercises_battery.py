@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_exercises_05 import bisection  # the monotone-search mistake of 05.3
 
 import rope_lab as rl
 from rope_lab import decay, exercises, nd
@@ -219,17 +220,6 @@ def _mrope(shift_vision=True, after_from_index=False):
     return ids
 
 
-def _bisection(length, dim):
-    low, high = 0.0, math.log(1e9)
-    for _ in range(60):
-        middle = (low + high) / 2
-        if decay.satisfies_base_criterion(math.exp(middle), length, dim):
-            high = middle
-        else:
-            low = middle
-    return math.exp(high)
-
-
 def _complex(x, cos, sin, conjugate=False):
     pairs = torch.view_as_complex(x.contiguous().unflatten(-1, (-1, 2)))
     turn = torch.complex(cos, -sin if conjugate else sin)
@@ -287,7 +277,7 @@ WRONG = {
         lambda q, distance, base: q,
         lambda q, distance, base: 2 * rl.apply_rope(q[None], [-distance], base=base)[0],
         lambda q, distance, base: rl.apply_rope(q[None], [distance], base=base)[0]],
-    "check_minimum_base": [lambda length, dim: 10.0, _bisection,
+    "check_minimum_base": [lambda length, dim: 10.0, bisection,
                            lambda length, dim: 1.05 * decay.minimum_base(length, dim)],
     "check_position_interpolation": [
         lambda d, b, s: rl.inv_freq(d, b, dtype=torch.float64) * s,
