@@ -66,12 +66,14 @@ def lowest_versions() -> list[str]:
         requirements += project["optional-dependencies"][extra]
     pins = []
     for requirement in requirements:
+        requirement, _, marker = requirement.partition(";")  # a marker travels with its pin
         match = re.fullmatch(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?>=([^,;\s]+)", requirement.strip())
         if not match:
             raise ValueError(f"pyproject.toml: {requirement!r} is not of the form name>=version; "
                              "the oldest session cannot pin it")
         name, _, lower = match.groups()
-        pins.append(f"{name}=={TORCH_HERE if name == 'torch' else lower}")
+        pin = f"{name}=={TORCH_HERE if name == 'torch' else lower}"
+        pins.append(f"{pin} ;{marker}" if marker else pin)
     return pins
 
 

@@ -4,7 +4,7 @@ Importing it is cheap: it needs torch, never matplotlib or ipywidgets (those loa
 with ``rope_lab.plots`` and ``rope_lab.widgets``).
 """
 
-from rope_lab._ckernel import FastPathWarning
+from rope_lab._ckernel import BackendUnavailable, FastPathWarning
 from rope_lab.absolute import (
     LearnedPositionalEmbedding,
     binary_pe,
@@ -39,6 +39,7 @@ from rope_lab.utils import default_device, seed_everything, setup_notebook, show
 __version__ = "0.1.0"
 
 __all__ = [
+    "BackendUnavailable",
     "FastPathWarning",
     "LearnedPositionalEmbedding",
     "RotaryEmbedding",

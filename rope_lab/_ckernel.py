@@ -57,7 +57,7 @@ from importlib import resources
 
 import torch
 
-from rope_lab import _validate
+from rope_lab import _strides, _validate
 
 SOURCE = "kernels/rope_half.c"
 # Below this many elements one thread does it all: waking the pool costs more than it saves.
@@ -87,7 +87,12 @@ _enabled = True
 
 
 class FastPathWarning(RuntimeWarning):
-    """The compiled C kernel cannot be used here; the eager path gives the same results."""
+    """A fast kernel (the C loop, Triton) cannot be used here; the eager path gives the same
+    results."""
+
+
+class BackendUnavailable(ValueError):
+    """``apply_rope(..., backend=NAME)`` asked for a path that cannot run these inputs here."""
 
 
 def status() -> str:
@@ -117,30 +122,28 @@ def disabled():
 
 
 def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                out: torch.Tensor) -> bool:
+                out: torch.Tensor, *, required: bool = False) -> bool:
     """out = the half-layout rotation of x, when the kernel applies; False otherwise.
 
     Applies to CPU tensors of one dtype (float32 or float64) for x, cos, sin and out, with
     contiguous features and leading dims that fold into three (any memory order of batch,
     heads and seq does). out may be x itself (each pair is read before it is written). x may
     be wider than 2·cos.shape[-1]: only the rotated features are written.
+
+    required: raise :class:`BackendUnavailable` saying why, instead of returning False
+    (``apply_rope(..., backend="c")``).
     """
-    if not _enabled or not _applies(x, cos, sin, out):
+    plan = _plan(x, cos, sin, out, required)
+    if isinstance(plan, str):
+        if required:
+            raise BackendUnavailable(f"backend='c' cannot run here: {plan}")
+        if plan == _NO_LIBRARY:
+            _warn_once()
         return False
-    library = _load()
-    if library is None:
-        _warn_once()
-        return False
+    library, sizes, strides, threads = plan
     half = cos.shape[-1]
     batch = x.shape[:-1]
     tensors = (x, cos.expand(*batch, half), sin.expand(*batch, half), out)
-    dims = _fold(batch, [t.stride()[:-1] for t in tensors])
-    if dims is None:
-        return False
-    sizes, strides = dims
-    threads = torch.get_num_threads() if x.numel() >= PARALLEL_MIN_ELEMENTS else 1
-    if threads > 1 and not library.has_openmp:
-        return False  # one C thread loses to several eager ones
     arguments = []
     for tensor, tensor_strides in zip(tensors, strides, strict=True):
         arguments += [tensor.data_ptr(), *tensor_strides]
@@ -148,43 +151,54 @@ def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     return True
 
 
-def _applies(x, cos, sin, out) -> bool:
-    dtype = x.dtype
-    return (
-        dtype in _FUNCTIONS
-        and cos.dtype == sin.dtype == out.dtype == dtype
-        and all(t.device.type == "cpu" and t.layout == torch.strided and not t.is_neg()
-                and (t.stride(-1) == 1 or t.shape[-1] == 1) for t in (x, cos, sin, out))
-        and x.numel() > 0
-        and x.dim() >= 2
-        # out with elements sharing memory is left to the eager path (apply_rope_ refuses
-        # such an x before it gets here); the loop would rotate shared elements repeatedly
-        and _validate.non_overlapping(out)
-    )
+_NO_LIBRARY = "no library"
 
 
-def _fold(batch: torch.Size, strides: list) -> tuple | None:
-    """Fold the leading dims ``batch`` (seq last) into three, the same way for every tensor.
+def _plan(x, cos, sin, out, required):
+    """(library, folded sizes, folded strides, threads) for this call, or why not (a str)."""
+    if not _enabled:
+        return "it is turned off for this block (rope_lab._ckernel.disabled())"
+    reason = _problem(x, cos, sin, out)
+    if reason is not None:
+        return reason
+    library = _load()
+    if library is None:
+        return f"{_reason}" if required else _NO_LIBRARY
+    half = cos.shape[-1]
+    batch = x.shape[:-1]
+    tensors = (x, cos.expand(*batch, half), sin.expand(*batch, half), out)
+    dims = _strides.fold(batch, [t.stride()[:-1] for t in tensors])
+    if dims is None:
+        return (f"x's leading dims {tuple(batch)} with strides {x.stride()[:-1]} do not fold "
+                "into three")
+    threads = torch.get_num_threads() if x.numel() >= PARALLEL_MIN_ELEMENTS else 1
+    if threads > 1 and not library.has_openmp:
+        # one C thread loses to several eager ones
+        return (f"the library was built without OpenMP and torch uses {threads} threads "
+                "(torch.set_num_threads(1) lets it run)")
+    return library, *dims, threads
 
-    strides: one tuple of strides over ``batch`` per tensor (0 where it broadcasts). Dims of
-    size 1 are dropped; neighbours k, k+1 merge when every tensor steps over k exactly as over
-    a whole row of k+1. Returns (sizes, strides per tensor), three each, or None when more than
-    three dims remain.
-    """
-    keep = [k for k, n in enumerate(batch) if n != 1]
-    sizes = [batch[k] for k in keep]
-    folded = [[s[k] for k in keep] for s in strides]
-    k = len(sizes) - 2
-    while k >= 0:
-        if all(s[k] == s[k + 1] * sizes[k + 1] for s in folded):
-            sizes[k] *= sizes.pop(k + 1)
-            for s in folded:
-                s[k] = s.pop(k + 1)
-        k -= 1
-    if len(sizes) > 3:
-        return None
-    pad = 3 - len(sizes)
-    return [1] * pad + sizes, [[0] * pad + s for s in folded]
+
+def _problem(x, cos, sin, out) -> str | None:
+    """Why the loop cannot take these tensors, or None."""
+    if x.dtype not in _FUNCTIONS:
+        return f"it handles float32 and float64 x; got {x.dtype}"
+    if not cos.dtype == sin.dtype == out.dtype == x.dtype:
+        return (f"x, out and cos/sin must share one dtype; got x {x.dtype}, out {out.dtype}, "
+                f"cos {cos.dtype}")
+    if any(t.device.type != "cpu" for t in (x, cos, sin, out)):
+        return f"it runs CPU tensors; x is on {x.device}"
+    if any(t.layout != torch.strided or t.is_neg() for t in (x, cos, sin, out)):
+        return "it needs plain strided tensors"
+    if any(t.stride(-1) != 1 and t.shape[-1] != 1 for t in (x, cos, sin, out)):
+        return "it needs unit stride along the features"
+    if x.numel() == 0 or x.dim() < 2:
+        return f"it needs a non-empty x with a sequence dim; got shape {tuple(x.shape)}"
+    # out with elements sharing memory is left to the eager path (apply_rope_ refuses such an
+    # x before it gets here); the loop would rotate shared elements repeatedly
+    if not _validate.non_overlapping(out):
+        return "out has elements that share memory"
+    return None
 
 
 # --- building ---------------------------------------------------------------------------------

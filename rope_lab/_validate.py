@@ -19,6 +19,10 @@ LAYOUTS = ("half", "interleaved")
 # allocator's message. Raise it (rope_lab._validate.MAX_TABLE_BYTES = ...) if you mean it.
 MAX_TABLE_BYTES = 1 << 30
 
+# float32 holds every integer only up to 2^24; past it m and m + 1 can round to one value,
+# and m·θ_i loses whole radians near 2^25. Angles for such positions are computed in float64.
+FLOAT32_EXACT_LIMIT = 1 << 24
+
 
 def check_dim(dim, name: str = "dim") -> int:
     """A positive even integer: RoPE rotates features in pairs."""
@@ -39,6 +43,56 @@ def check_positive_int(value, name: str) -> int:
     return value
 
 
+def check_bool(value, name: str) -> bool:
+    """True or False only: a string such as "no" is truthy and would silently mean yes."""
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"{name} must be True or False, got {value!r} of type {type(value).__name__}"
+        )
+    return value
+
+
+def check_has_data(tensor: torch.Tensor, name: str) -> torch.Tensor:
+    """Refuse meta tensors where the values matter (they have a shape but no data)."""
+    if tensor.device.type == "meta":
+        raise ValueError(
+            f"{name} is a meta tensor (a shape with no values), but its values are needed "
+            f"here; expected a tensor on a real device such as 'cpu' or 'cuda'"
+        )
+    return tensor
+
+
+def check_indices(indices, count: int, name: str, count_name: str) -> tuple[int, ...]:
+    """A non-empty sequence of ints in [0, count): a negative index would silently count from
+    the end, one past the end would fail deep inside a plot."""
+    if isinstance(indices, (str, bytes)) or not isinstance(indices, Sequence) or not indices:
+        raise TypeError(f"{name} must be a non-empty sequence of ints, got {indices!r}")
+    for index in indices:
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"{name} must hold ints, got {index!r} in {indices!r}")
+        if not 0 <= index < count:
+            raise ValueError(
+                f"{name} must lie in [0, {count_name}) = [0, {count}), got {index} in {indices!r}"
+            )
+    return tuple(indices)
+
+
+def check_finite_number(value, name: str) -> float:
+    """Any real number but NaN and ±inf (an angle, a coordinate)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {value!r} of type {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    return float(value)
+
+
+def check_int(value, name: str) -> int:
+    """Any int (a position may be 0 or negative), never a bool or a float."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r} of type {type(value).__name__}")
+    return value
+
+
 def check_base(base, name: str = "base") -> float:
     """A finite number greater than zero (θ_i = base^(−2i/d) needs a positive base)."""
     if isinstance(base, torch.Tensor) and base.numel() == 1:
@@ -55,6 +109,18 @@ def check_layout(layout) -> str:
         choices = ", ".join(repr(c) for c in LAYOUTS)
         raise ValueError(f"layout must be one of {choices}, got {layout!r}")
     return layout
+
+
+# The paths apply_rope can take, by name (see rope_lab.fast). "auto" picks the fastest one
+# that applies; "reference" is the formula in plain torch ops.
+BACKENDS = ("auto", "reference", "eager", "c", "complex", "triton")
+
+
+def check_backend(backend) -> str:
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        choices = ", ".join(repr(c) for c in BACKENDS)
+        raise ValueError(f"backend must be one of {choices}, got {backend!r}")
+    return backend
 
 
 def check_float_tensor(x, name: str = "x") -> torch.Tensor:
@@ -158,6 +224,7 @@ def check_rotary_dim(rotary_dim, dim: int) -> int:
 def as_positions(positions, *, device=None, name: str = "positions") -> torch.Tensor:
     """Turn ints, floats, ranges, lists, numpy arrays or tensors into a finite tensor."""
     if isinstance(positions, torch.Tensor):
+        check_has_data(positions, name)
         tensor = positions if device is None else positions.to(device)
     elif isinstance(positions, (int, float, range, Sequence)) or hasattr(positions, "__array__"):
         if isinstance(positions, bool):
@@ -176,9 +243,18 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
         )
     if tensor.dtype == torch.bool or tensor.is_complex():
         raise TypeError(f"{name} must be integer or real, got dtype {tensor.dtype}")
+    check_has_data(tensor, name)
     if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
         bad = tensor[~torch.isfinite(tensor)][0].item()
         raise ValueError(f"{name} must all be finite, found {bad}")
+    if tensor.dtype in (torch.float16, torch.bfloat16, torch.float32) and tensor.numel():
+        largest = tensor.abs().max().item()
+        if largest >= FLOAT32_EXACT_LIMIT:
+            raise ValueError(
+                f"{name} in {tensor.dtype} reach {largest:g}, but at or beyond 2^24 = "
+                f"{FLOAT32_EXACT_LIMIT} that dtype cannot hold every integer (neighbouring "
+                f"positions collapse onto one); expected int64 or float64 positions"
+            )
     return tensor
 
 
@@ -245,6 +321,13 @@ def check_angle_dtype(dtype, name: str = "dtype") -> torch.dtype:
     return dtype
 
 
+def needs_wide_angles(positions: torch.Tensor) -> bool:
+    """True for positions at or beyond 2^24, where float32 angles m·θ_i lose whole radians."""
+    if positions.dtype == torch.float64 or positions.numel() == 0 or positions.is_meta:
+        return positions.dtype == torch.float64
+    return bool(positions.abs().max() >= FLOAT32_EXACT_LIMIT)
+
+
 def positions_for(x: torch.Tensor, positions) -> torch.Tensor:
     """``arange(seq)`` when positions is None, else validated positions for x (..., seq, dim)."""
     if positions is None:
@@ -258,6 +341,13 @@ def check_qkv(q, k, v) -> None:
     """Float tensors (..., seq, d): q and k share d; k and v share seq."""
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         check_rope_input(tensor, name)
+    for name, tensor in (("k", k), ("v", v)):
+        if tensor.dtype != q.dtype or tensor.device != q.device:
+            raise TypeError(
+                f"{name} must have the same dtype and device as q, got {name} {tensor.dtype} "
+                f"on {tensor.device} and q {q.dtype} on {q.device}; expected e.g. "
+                f"{name}.to(q.dtype)"
+            )
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"q and k must have the same feature size, got q.shape[-1] = {q.shape[-1]} and "

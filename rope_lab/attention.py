@@ -30,6 +30,7 @@ def attention(q, k, v, *, mask=None, return_weights: bool = False):
         ``(..., seq_q, d_v)`` outputs, or ``(outputs, weights)``.
     """
     _validate.check_qkv(q, k, v)
+    _validate.check_bool(return_weights, "return_weights")
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
         scores = scores + _additive_mask(mask, scores)

@@ -1,4 +1,4 @@
-"""Benchmarks: how fast is RoPE next to a plain copy, and how fast do the panels redraw?
+"""The benchmark: how fast is RoPE next to a plain copy? (And the CLI for panel redraws.)
 
     python -m rope_lab.bench [--device cpu|cuda] [--dtype float32|bfloat16] [--json PATH]
     python -m rope_lab.bench widgets [--json PATH]
@@ -13,19 +13,17 @@ Timing: warm-up calls, then repeats in turns; CUDA events on a GPU. A time is th
 its repeats; "× clone" is the median of the per-turn ratios (each call divided by the clone
 timed in the same turn), which cancels the machine's slow drifts, and the verdict line gives
 the quartiles of those ratios so that a reader sees how much one run can swing. On a CPU
-every call starts from fresh memory pages (see :func:`release_free_memory`).
+every call starts from fresh memory pages (see :func:`rope_lab.timing.release_free_memory`).
+
+Each path of ``apply_rope`` is timed through its public switch (``backend=...``). The
+harness is :mod:`rope_lab.timing`; bytes and FLOPs are counted in :mod:`rope_lab.cost`;
+``widgets`` times the panels (:func:`rope_lab.widgets.redraw_times`, imported only then).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import datetime
-import functools
-import io
 import json
-import platform
-import shlex
 import statistics
 import sys
 import time
@@ -35,6 +33,7 @@ import torch
 
 import rope_lab as rl
 from rope_lab import _ckernel, fast, rope
+from rope_lab.timing import paired_ratios, provenance, quartiles, time_in_turns, time_round_robin
 
 # The reference shape, a LLaMA-7B-sized head: batch 1, 32 heads, 2048 tokens, head dim 128
 # (32 MiB in float32).
@@ -54,108 +53,6 @@ class Result:
     # Lower and upper quartile of the per-turn ratios to clone (None in runs saved before
     # they were recorded).
     times_clone_quartiles: tuple | None = None
-
-
-# --- timing -----------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def cpu_threads(count: int):
-    """Run the block with ``count`` torch CPU threads, then restore the previous number.
-
-    One thread gives steadier numbers on a shared machine: a multi-threaded kernel waits for
-    its slowest thread, and a busy neighbour can stall that thread for a whole time slice.
-    """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-def time_round_robin(functions: dict, *, device, warmup: int = 2, repeats: int = 7) -> dict:
-    """Median seconds per call of each function, measured in turns so load hits all alike."""
-    samples = time_in_turns(functions, device=device, warmup=warmup, repeats=repeats)
-    return {name: statistics.median(times) for name, times in samples.items()}
-
-
-def time_in_turns(functions: dict, *, device, warmup: int = 2, repeats: int = 7) -> dict:
-    """Seconds of every call: name → list of ``repeats`` times, the k-th of each list
-    measured in the same turn (all functions once, in order, per turn)."""
-    if not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a whole number ≥ 1, got {repeats!r}")
-    device = torch.device(device)
-    for function in functions.values():
-        for _ in range(warmup):
-            function()
-    samples = {name: [] for name in functions}
-    for _ in range(repeats):
-        for name, function in functions.items():
-            samples[name].append(_time_once(function, device))
-    return samples
-
-
-def paired_ratios(samples: dict, name: str, baseline: str = "clone") -> list[float]:
-    """Per-turn ratios samples[name][k] / samples[baseline][k] (see :func:`time_in_turns`)."""
-    return [t / b for t, b in zip(samples[name], samples[baseline], strict=True)]
-
-
-def quartiles(values) -> tuple[float, float, float]:
-    """(lower quartile, median, upper quartile) of values (the median for fewer than 2)."""
-    values = list(values)
-    if len(values) < 2:
-        return (values[0],) * 3
-    low, middle, high = statistics.quantiles(values, n=4, method="inclusive")
-    return low, middle, high
-
-
-def _time_once(function, device) -> float:
-    if device.type == "cuda":
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        function()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
-    release_free_memory()
-    start = time.perf_counter()
-    function()
-    return time.perf_counter() - start
-
-
-@functools.cache
-def _malloc_trim():
-    """glibc's ``malloc_trim``, or None where the C library has none (macOS, Windows, musl).
-    Looked up on first use: ``find_library`` may start a subprocess."""
-    import ctypes
-    import ctypes.util
-
-    for name in ("libc.so.6", ctypes.util.find_library("c")):
-        try:
-            return ctypes.CDLL(name).malloc_trim
-        except (OSError, AttributeError, TypeError):
-            continue
-    return None
-
-
-def release_free_memory() -> bool:
-    """Hand the C heap's free pages back to the operating system (glibc only).
-
-    Why the CPU timings call it before every timed call: a new 32 MiB tensor comes either
-    from fresh pages, which the kernel must fault in and zero (several ms, more than the copy
-    itself), or from pages an earlier tensor left in the heap (no faults), depending on what
-    the process did before. Without this, the same ``clone()`` can take 9 ms in one turn and
-    1 ms in the next, and every "× clone" with it. After it, every allocation in the timed
-    call starts from fresh pages, the usual state of a PyTorch process that frees its large
-    tensors, so runs compare. Memory that already exists (``copy_`` into a buffer, the
-    in-place variant) is not affected. Returns False where there is nothing to call.
-    """
-    trim = _malloc_trim()
-    if trim is None:
-        return False
-    trim(0)
-    return True
 
 
 # --- the implementations ----------------------------------------------------------------------
@@ -191,8 +88,10 @@ def implementations(x: torch.Tensor, layout: str, *, compile_baseline: bool = Fa
         "HF-style eager rotate_half": lambda: hf_style_rope(x, hf_cos, hf_sin),
     }
     if layout == "half":
-        if x.device.type == "cpu" and _ckernel.available():
-            functions["eager blocks (no C compiler)"] = lambda: _without_c_kernel(x)
+        fallback = "no Triton" if x.is_cuda else "no C compiler"
+        if fast.auto_backend(x, layout) != "eager":
+            functions[f"backend='eager' ({fallback})"] = lambda: rl.apply_rope(
+                x, layout=layout, backend="eager")
         functions["package rotate_half"] = lambda: rl.apply_rope_rotate_half(x)
     else:
         functions["package interleaved"] = lambda: rl.apply_rope_interleaved(x)
@@ -226,6 +125,7 @@ def run_benchmark(
     results = []
     for layout in layouts:
         functions = implementations(x, layout, compile_baseline=compile_baseline)
+        first_calls = _first_calls(functions, device)
         samples = time_in_turns(functions, device=device, warmup=warmup, repeats=repeats)
         for name, times in samples.items():
             s = statistics.median(times)
@@ -233,6 +133,8 @@ def run_benchmark(
             note = ""
             if name == "apply_rope (default)":
                 note = _default_path_name(x, layout)
+            if name in first_calls:
+                note = f"first call (compiling) {first_calls[name]:.1f} s"
             results.append(Result(name, layout, s * 1e3, moved / s / 1e9, ratio, note,
                                   (low, high)))
         seconds = {name: statistics.median(times) for name, times in samples.items()}
@@ -241,24 +143,32 @@ def run_benchmark(
     return results
 
 
-def _without_c_kernel(x):
-    """apply_rope as it runs where no C compiler is found: three kernels per cache block."""
-    with _ckernel.disabled():
-        return rl.apply_rope(x)
-
-
 def _default_path_name(x, layout) -> str:
-    if x.is_cuda and fast.triton_available() and x.dtype != torch.float64:
-        return "Triton kernel"
-    if (layout == "half" and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
-            and _ckernel.available()
-            and (torch.get_num_threads() == 1 or _ckernel._library.has_openmp)):
-        return f"C kernel, {torch.get_num_threads()} threads"
-    if layout == "interleaved" and x.dtype in (torch.float32, torch.float64):
-        return "one complex multiply"
+    """What backend="auto" ran, in words, with the C loop's build time."""
+    backend = fast.auto_backend(x, layout)
+    if backend == "c":
+        how = _ckernel.status().split("(")[-1].rstrip(")")  # "built in 0.31 s" / "loaded …"
+        return f"backend 'c': C loop, {torch.get_num_threads()} threads ({how})"
+    words = {"triton": "one Triton kernel", "complex": "one complex multiply",
+             "reference": "the reference formula"}
+    if backend in words:
+        return f"backend {backend!r}: {words[backend]}"
     if not fast._blocking_pays(x):
-        return "three whole-tensor kernels"
-    return f"three kernels per {fast._block_bytes() >> 20} MiB block"
+        return "backend 'eager': three whole-tensor kernels"
+    return f"backend 'eager': three kernels per {fast._block_bytes() >> 20} MiB block"
+
+
+def _first_calls(functions: dict, device) -> dict:
+    """Seconds of the first call of each torch.compile row: the compile time a user waits."""
+    seconds = {}
+    for name, function in functions.items():
+        if name.startswith("torch.compile"):
+            start = time.perf_counter()
+            function()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            seconds[name] = time.perf_counter() - start
+    return seconds
 
 
 def _dense_result(x, layout, clone_seconds, device, repeats) -> Result:
@@ -311,42 +221,6 @@ def _reference(x, layout):
 
 # --- counting: bytes, FLOPs, the roofline ----------------------------------------------------
 
-def rope_traffic(batch: int, heads: int, seq: int, head_dim: int, *,
-                 bytes_per_element: int = 4) -> dict:
-    """Bytes moved and FLOPs done by RoPE on one ``(batch, heads, seq, head_dim)`` tensor.
-
-    Each pair (a, b) costs 4 multiplies and 2 adds (a·c − b·s, a·s + b·c): 3 FLOPs per
-    element. Each element is read once and written once; the cos and sin tables
-    (seq × d/2 float32 each) are read too, but are shared by every head and batch row.
-    """
-    elements = batch * heads * seq * head_dim
-    tensor_bytes = 2 * elements * bytes_per_element
-    table_bytes = 2 * seq * (head_dim // 2) * 4
-    flops = 3 * elements
-    return {"elements": elements, "tensor_bytes": tensor_bytes, "table_bytes": table_bytes,
-            "flops": flops, "intensity": flops / (tensor_bytes + table_bytes)}
-
-
-def attainable_gflops(intensity: float, peak_gflops: float, bandwidth_gb_s: float) -> float:
-    """The roofline: min(peak compute, intensity × memory bandwidth), in GFLOP/s."""
-    return min(peak_gflops, intensity * bandwidth_gb_s)
-
-
-def layer_flops(seq: int, d_model: int, *, ffn_multiplier: int = 4) -> dict:
-    """FLOPs of one transformer layer's parts on ``seq`` tokens (heads × head_dim = d_model).
-
-    A matmul of (n × k) by (k × m) costs 2·n·k·m FLOPs.
-    """
-    return {
-        "q, k, v, o projections": 4 * 2 * seq * d_model * d_model,
-        "RoPE on q and k": 2 * 3 * seq * d_model,
-        "scores q kᵀ": 2 * seq * seq * d_model,
-        "softmax": 5 * seq * seq * (d_model // 64),  # ~5 FLOPs per score, heads of 64
-        "weights × v": 2 * seq * seq * d_model,
-        "MLP": 2 * 2 * seq * d_model * ffn_multiplier * d_model,
-    }
-
-
 def measure_layer(seq: int = 512, d_model: int = 512, heads: int = 8, *, device="cpu",
                   repeats: int = 5) -> dict:
     """Measured seconds of the parts of one attention + MLP layer (no batching, float32)."""
@@ -391,38 +265,6 @@ def machine_roofline(*, device="cpu", megabytes: int = 64, matmul_size: int = 51
             "peak_gflops": 2 * matmul_size**3 / seconds["matmul"] / 1e9}
 
 
-_ALLOCATIONS = {"empty", "empty_like", "empty_strided", "detach", "lift_fresh"}
-
-
-def count_kernels(function, *args, **kwargs) -> dict:
-    """The aten kernels ``function`` runs and the bytes they write (views and allocations
-    aside): a count that does not depend on the machine or its load.
-
-    Returns {"kernels": n, "bytes_written": b, "names": [...]}.
-    """
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Recorder(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.names, self.bytes_written = [], 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            result = func(*args, **(kwargs or {}))
-            name = func.overloadpacket.__name__
-            outputs = result if isinstance(result, (tuple, list)) else [result]
-            tensors = [t for t in outputs if isinstance(t, torch.Tensor)]
-            if tensors and not func.is_view and name not in _ALLOCATIONS:
-                self.names.append(name)
-                self.bytes_written += sum(t.numel() * t.element_size() for t in tensors)
-            return result
-
-    with Recorder() as recorder:
-        function(*args, **kwargs)
-    return {"kernels": len(recorder.names), "bytes_written": recorder.bytes_written,
-            "names": recorder.names}
-
-
 # --- committed results ------------------------------------------------------------------------
 
 def committed_results() -> dict:
@@ -441,60 +283,10 @@ def committed_results() -> dict:
 
 # --- reporting --------------------------------------------------------------------------------
 
-def provenance(device, dtype) -> dict:
-    """Where and how the numbers were measured."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-    else:
-        name = _cpu_name()
-    return {
-        "device": device.type,
-        "device_name": name,
-        "dtype": str(dtype).removeprefix("torch."),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "triton": _triton_version(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu_count": _cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "rope_lab": rl.__version__,
-        "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"),
-        "command": "python -m rope_lab.bench " + shlex.join(sys.argv[1:]),
-    }
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def _cpu_count() -> int | None:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
-def _triton_version() -> str | None:
-    try:
-        import triton
-    except ImportError:
-        return None
-    return triton.__version__
-
-
 def format_table(results: list[Result]) -> str:
-    lines = [f"{'implementation':30} {'layout':12} {'ms':>9} {'GB/s':>7} {'× clone':>8}  note"]
+    lines = [f"{'implementation':32} {'layout':12} {'ms':>9} {'GB/s':>7} {'× clone':>8}  note"]
     for r in results:
-        lines.append(f"{r.name:30} {r.layout:12} {r.ms:9.3f} {r.gb_per_s:7.1f} "
+        lines.append(f"{r.name:32} {r.layout:12} {r.ms:9.3f} {r.gb_per_s:7.1f} "
                      f"{r.times_clone:8.2f}  {r.note}")
     return "\n".join(lines)
 
@@ -526,78 +318,13 @@ def targets(results: list[Result]) -> dict:
             "speedup_over_hf_eager": hf.ms / default.ms,
             "fraction_of_copy_bandwidth": 1 / default.times_clone,
         }
+        compiled = by_name.get("torch.compile(reference)")
+        if compiled is not None:
+            verdicts[layout]["compiled_reference_times_clone"] = compiled.times_clone
+            verdicts[layout]["compiled_first_call_s"] = {
+                r.name: float(r.note.split()[-2]) for r in by_name.values()
+                if r.name.startswith("torch.compile") and r.note}
     return verdicts
-
-
-# --- widgets ----------------------------------------------------------------------------------
-
-def control_values(control, count: int = 3) -> list:
-    """A few values a student might set on ``control``: ends and middle, or options."""
-    options = getattr(control, "_options_values", None)
-    if options is None:
-        options = getattr(control, "options", None)
-    if options is not None:
-        options = list(options)
-        picks = [options[0], options[len(options) // 2], options[-1]]
-    elif isinstance(control.value, bool):
-        picks = [not control.value, control.value]
-    elif hasattr(control, "min") and hasattr(control, "max"):
-        low, high = control.min, control.max
-        if hasattr(control, "base"):  # FloatLogSlider: min/max are exponents
-            low, high = control.base**low, control.base**high
-            middle = (low * high) ** 0.5
-        else:
-            middle = (low + high) / 2
-            step = getattr(control, "step", None)
-            if step:  # a slider only offers min + k·step; so must the benchmark
-                middle = low + round((middle - low) / step) * step
-            if isinstance(control.value, int):
-                middle = int(middle)
-        picks = [low, middle, high]
-    else:
-        return []
-    unique = []
-    for value in picks:
-        if value not in unique:
-            unique.append(value)
-    return unique[:count]
-
-
-def widget_redraw_times(panels: dict | None = None, *, values_per_control: int = 3) -> dict:
-    """Build every registered panel, turn each control, and report the redraws' times.
-
-    Returns name → {"redraws": n, "median_ms": …, "max_ms": …} (the redraw the panel does
-    when it is built is left out: it includes one-off start-up work).
-    """
-    from rope_lab import widgets
-
-    panels = widgets.PANELS if panels is None else panels
-    report = {}
-    for name, factory in panels.items():
-        # Outside a notebook, a panel's output area prints what it displays: keep it quiet.
-        with contextlib.redirect_stdout(io.StringIO()):
-            panel = factory()
-            defaults = panel.values
-            for control_name, control in panel.controls.items():
-                for value in control_values(control, values_per_control):
-                    panel.set(**{control_name: value})
-                panel.set(**{control_name: defaults[control_name]})
-        seconds = panel.redraw_seconds[1:] or panel.redraw_seconds
-        report[name] = {"redraws": len(seconds),
-                        "median_ms": statistics.median(seconds) * 1e3,
-                        "max_ms": max(seconds) * 1e3}
-    return report
-
-
-def format_widget_table(report: dict, target_ms: float = 100.0) -> str:
-    lines = [f"{'panel':32} {'redraws':>7} {'median ms':>10} {'max ms':>8}  ≤ {target_ms:g} ms"]
-    for name, row in report.items():
-        verdict = "yes" if row["median_ms"] <= target_ms else "NO"
-        lines.append(f"{name:32} {row['redraws']:7d} {row['median_ms']:10.1f} "
-                     f"{row['max_ms']:8.1f}  {verdict}")
-    if not report:
-        lines.append("(no panels registered)")
-    return "\n".join(lines)
 
 
 # --- command line -----------------------------------------------------------------------------
@@ -653,6 +380,12 @@ def _main_rope(argv) -> int:
               f"{verdict['speedup_over_hf_eager']:.1f} × faster than HF-style eager; "
               f"{verdict['default_times_copy']:.2f} × copy_ into a buffer "
               f"(in place: {verdict['in_place_times_copy']:.2f} ×)")
+        if "compiled_reference_times_clone" in verdict:
+            first_calls = ", ".join(f"{name} {seconds:.1f} s" for name, seconds
+                                    in verdict["compiled_first_call_s"].items())
+            print(f"{'':12} torch.compile(reference) = "
+                  f"{verdict['compiled_reference_times_clone']:.2f} × clone; first calls "
+                  f"(compiling for this shape): {first_calls}")
 
     sweeps = {}
     if not args.no_sweeps:
@@ -668,7 +401,8 @@ def _main_rope(argv) -> int:
             print(format_sweep(rows))
 
     if args.json:
-        payload = {"provenance": info, "note": args.note, "shape": list(shape),
+        payload = {"provenance": {**info, "c_kernel": _ckernel.status()}, "note": args.note,
+                   "shape": list(shape),
                    "results": [asdict(r) for r in results], "targets": verdicts,
                    "sweeps": sweeps}
         with open(args.json, "w") as handle:
@@ -682,8 +416,10 @@ def _main_widgets(argv) -> int:
                                      description="Redraw time of every registered panel.")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
-    report = widget_redraw_times()
-    print(format_widget_table(report))
+    from rope_lab import widgets  # matplotlib and ipywidgets: only for this command
+
+    report = widgets.redraw_times()
+    print(widgets.format_redraw_table(report))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"provenance": provenance("cpu", torch.float32), "panels": report},

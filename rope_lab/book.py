@@ -451,6 +451,14 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
         (out_dir / "teaching.html").write_text(
             render_markdown_page(teaching.read_text(encoding="utf-8"), "Teaching guide", pages),
             encoding="utf-8")
+    # The claims inventory gets its own page, so a reader can see what the course checked.
+    from rope_lab.claims import claims_markdown
+
+    extra["claims.html"] = "Claims of the source posts"
+    (out_dir / "claims.html").write_text(
+        render_markdown_page("# Claims of the source posts\n\n" + claims_markdown(),
+                             "Claims of the source posts", pages | {"claims.html"}),
+        encoding="utf-8")
     (out_dir / "index.html").write_text(index_page(order, extra), encoding="utf-8")
     return written
 

@@ -16,6 +16,8 @@ A check must never pass by accident, so:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -67,7 +69,12 @@ def check_close(
 
     Returns the largest absolute difference, so a notebook can reuse the number.
     """
-    actual, expected = _as_wide(actual), _as_wide(expected)
+    for name, tolerance in (("atol", atol), ("rtol", rtol)):
+        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)):
+            raise TypeError(f"check_close: {name} must be a number, got {tolerance!r}")
+        if not math.isfinite(tolerance) or tolerance < 0:
+            raise ValueError(f"check_close: {name} must be finite and ≥ 0, got {tolerance}")
+    actual, expected = _as_wide(actual, "actual"), _as_wide(expected, "expected")
     try:
         actual, expected = torch.broadcast_tensors(actual, expected)
     except RuntimeError as error:
@@ -101,11 +108,26 @@ def check_close(
     return worst
 
 
-def _as_wide(value) -> torch.Tensor:
-    """value as a CPU tensor in float64, or complex128 if complex (bools and ints by value)."""
+def _as_wide(value, name: str) -> torch.Tensor:
+    """value as a CPU tensor in float64, or complex128 if complex (bools and ints by value).
+
+    Bools (0 and 1) and integers up to 2^53 are exact in float64, so their verdict is exact;
+    integers past 2^53 are refused, since float64 would round them and could call two
+    different integers equal.
+    """
     if not isinstance(value, torch.Tensor):
         # Through NumPy, so Python floats stay doubles (torch.as_tensor would make float32).
         value = np.asarray(value)
     tensor = torch.as_tensor(value).detach()
+    if tensor.device.type == "meta":
+        raise ValueError(f"check_close: {name} is a meta tensor (no values to compare)")
+    integral = not (tensor.is_floating_point() or tensor.is_complex())
+    if integral and tensor.dtype != torch.bool and tensor.numel() and (
+        int(tensor.abs().max()) > 2**53
+    ):
+        raise ValueError(
+            f"check_close: {name} holds integers past 2^53 = {2**53}, which float64 cannot "
+            f"compare exactly; expected smaller integers (or compare with torch.equal)"
+        )
     wide = torch.complex128 if tensor.is_complex() else torch.float64
     return tensor.to(device="cpu", dtype=wide)

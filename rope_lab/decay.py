@@ -24,13 +24,12 @@ Four facts this module lets a notebook check:
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
 import torch
 
-from rope_lab import _validate
+from rope_lab import _validate, timing
 from rope_lab.rope import DEFAULT_BASE, _outer_angles, apply_rope, inv_freq, rope_angles, rope_pairs
 
 MODES = ("ones", "random", "correlated")
@@ -241,16 +240,10 @@ def score_std(distances, dim: int, *, base: float = DEFAULT_BASE, mode: str = "c
 
 # --- the base criterion ----------------------------------------------------------------------
 
-@contextlib.contextmanager
 def _one_thread():
     # The search runs thousands of tiny operations; on a shared 2-core machine extra
     # threads only add hand-off cost (a 100× slowdown measured under load).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+    return timing.cpu_threads(1)
 
 
 def _cos_sums_up_to(context_length: int, theta: torch.Tensor) -> torch.Tensor:

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import warnings
 import weakref
 
 import torch
 
-from rope_lab import _ckernel
+from rope_lab import _ckernel, _validate
 
 # Block size for the eager half-layout path, per intra-op CPU thread: x block + out block
 # should stay in cache while the three kernels pass over it (1 MiB of x is one head of 2048
@@ -68,6 +69,9 @@ def can_use_fast_path(x: torch.Tensor, cos: torch.Tensor) -> bool:
     )
 
 
+BACKENDS = _validate.BACKENDS  # the names apply_rope(..., backend=NAME) takes
+
+
 def rotate(
     x: torch.Tensor,
     cos: torch.Tensor,
@@ -75,6 +79,7 @@ def rotate(
     layout: str,
     *,
     out: torch.Tensor | None = None,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """Rotate the first 2·cos.shape[-1] features of x; the rest are copied through.
 
@@ -87,33 +92,93 @@ def rotate(
         layout: "half" or "interleaved".
         out: where to write (may be ``x`` itself for an in-place rotation); default a new
             contiguous tensor like x. Not differentiable when given.
+        backend: "auto" (the fastest path that applies), or one of "eager", "c", "complex",
+            "triton" by name: that path runs, or :class:`BackendUnavailable` says why not.
 
     Returns:
         ``out``: x rotated, computed in promote(x.dtype, cos.dtype), rounded once.
     """
     if out is None and torch.is_grad_enabled() and x.requires_grad:
-        return _Rotate.apply(x, cos, sin, layout)
-    return _rotate_into(x, cos, sin, layout, out)
+        return _Rotate.apply(x, cos, sin, layout, backend)
+    return _rotate_into(x, cos, sin, layout, out, backend)
+
+
+def check_backend(backend: str, x: torch.Tensor, cos: torch.Tensor, layout: str) -> None:
+    """Refuse a named backend that cannot run these inputs, saying why (before any work).
+
+    What depends on memory order or on the machine (a C compiler, Triton) is checked when the
+    path runs, with the same kind of error.
+    """
+    def refuse(why):
+        raise BackendUnavailable(f"backend={backend!r} cannot run here: {why}")
+
+    if backend in ("auto", "reference"):
+        return
+    if _is_compiling():
+        refuse("under torch.compile the formula fuses by itself; use backend='auto'")
+    if torch.is_grad_enabled() and cos.requires_grad:
+        refuse("it does not differentiate with respect to inv_freq; use backend='reference'")
+    if backend == "c" and layout != "half":
+        refuse(f"the C loop rotates the half layout; got layout={layout!r} (backend='complex' "
+               "is the one-pass path for 'interleaved')")
+    if backend == "complex" and layout != "interleaved":
+        refuse(f"pairs are complex numbers only in the interleaved layout; got layout={layout!r}")
+    if backend == "triton":
+        module = _named_triton()
+        reason = module.problem(x[..., :2 * cos.shape[-1]], cos, cos, x)
+        if reason is not None:
+            refuse(reason)
+
+
+def status() -> str:
+    """Two lines: whether the C loop is built here (and how long the build took), and
+    whether Triton is usable (checked per CUDA device on first use)."""
+    if _triton_switched_off():
+        triton = "turned off (ROPE_LAB_TRITON=0)"
+    elif isinstance(_import_triton(), str):
+        triton = _import_triton()
+    elif not torch.cuda.is_available():
+        triton = "installed; no CUDA device here (TRITON_INTERPRET=1 runs it on CPU tensors)"
+    else:
+        triton = ("passed its self-check on this GPU" if triton_available()
+                  else "failed its self-check on this GPU: the eager path runs")
+    return f"{_ckernel.status()}\nTriton: {triton}"
+
+
+def auto_backend(x: torch.Tensor, layout: str) -> str:
+    """The name of the path ``apply_rope(x, layout=layout)`` takes for a tensor like x."""
+    cos_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    if not (x.device.type in _FAST_DEVICES and x.numel() > 0) or _is_compiling():
+        return "reference"
+    if x.is_cuda and _auto_triton(x.device) is not None:
+        return "triton"
+    if (layout == "half" and x.device.type == "cpu" and x.dtype == cos_dtype
+            and _ckernel.available()
+            and (torch.get_num_threads() == 1 or _ckernel._library.has_openmp)):
+        return "c"
+    if layout == "interleaved" and x.dtype == cos_dtype:
+        return "complex"
+    return "eager"
 
 
 class _Rotate(torch.autograd.Function):
     """Fast forward and fast backward: ∂L/∂x = R(−m·θ) ∂L/∂out, a rotation the other way."""
 
     @staticmethod
-    def forward(ctx, x, cos, sin, layout):
+    def forward(ctx, x, cos, sin, layout, backend):
         ctx.save_for_backward(cos, sin)
-        ctx.layout = layout
-        return _rotate_into(x, cos, sin, layout, None)
+        ctx.layout, ctx.backend = layout, backend
+        return _rotate_into(x, cos, sin, layout, None, backend)
 
     @staticmethod
     def backward(ctx, grad):
         cos, sin = ctx.saved_tensors
-        return rotate(grad, cos, -sin, ctx.layout), None, None, None
+        return rotate(grad, cos, -sin, ctx.layout, backend=ctx.backend), None, None, None, None
 
 
-def _rotate_into(x, cos, sin, layout, out):
-    """Dispatch to Triton (CUDA), the C kernel (half layout, CPU), one complex multiply, or
-    the blocked eager kernels."""
+def _rotate_into(x, cos, sin, layout, out, backend="auto"):
+    """Run the named path, or for "auto": Triton (CUDA), the C loop (half layout, CPU), one
+    complex multiply (interleaved), else the blocked eager kernels."""
     half = cos.shape[-1]
     rotary_dim = 2 * half
     compute = torch.promote_types(x.dtype, cos.dtype)
@@ -124,23 +189,60 @@ def _rotate_into(x, cos, sin, layout, out):
         out[..., rotary_dim:].copy_(x[..., rotary_dim:])  # partial rotary: the tail passes
     x_rot, out_rot = x[..., :rotary_dim], out[..., :rotary_dim]
 
-    if (x.is_cuda and _triton_rotate(x_rot, cos, sin, layout, out_rot)) or (
-        layout == "half" and _ckernel.rotate_half(x_rot, cos, sin, out_rot)  # one C loop
-    ):
-        _mark_written(out)
-        return out
-    if layout == "interleaved" and x.dtype == compute and _complex_view_ok(x_rot, out_rot):
-        # Pairs (2i, 2i+1) are adjacent: view them as complex numbers, one multiply.
-        torch.mul(_as_complex(x_rot), _rotation(cos, sin), out=_as_complex(out_rot))
-        return out
-    _rotate_in_blocks(x_rot, cos, sin, layout, out_rot, compute, in_place)
+    if backend == "auto":
+        if (x.is_cuda and _triton_rotate(x_rot, cos, sin, layout, out_rot)) or (
+            layout == "half" and _ckernel.rotate_half(x_rot, cos, sin, out_rot)  # one C loop
+        ):
+            _raw_kernel_wrote("rope_lab C loop" if x.device.type == "cpu"
+                              else "rope_lab Triton kernel", out, out_rot)
+        elif (layout == "interleaved" and x.dtype == compute
+              and _complex_view_ok(x_rot, out_rot)):
+            _rotate_complex(x_rot, cos, sin, out_rot, compute)
+        else:
+            _rotate_in_blocks(x_rot, cos, sin, layout, out_rot, compute, in_place)
+    elif backend == "triton":
+        module = _named_triton()
+        reason = module.problem(x_rot, cos, sin, out_rot)
+        if reason is not None:
+            raise BackendUnavailable(f"backend='triton' cannot run here: {reason}")
+        module.rotate(x_rot, cos, sin, layout, out_rot)
+        _raw_kernel_wrote("rope_lab Triton kernel", out, out_rot)
+    elif backend == "c":
+        _ckernel.rotate_half(x_rot, cos, sin, out_rot, required=True)
+        _raw_kernel_wrote("rope_lab C loop", out, out_rot)
+    elif backend == "complex":
+        _rotate_complex(x_rot, cos, sin, out_rot, compute)
+    else:  # "eager"
+        _rotate_in_blocks(x_rot, cos, sin, layout, out_rot, compute, in_place)
     return out
+
+
+def _rotate_complex(x, cos, sin, out, compute):
+    """Interleaved pairs (2i, 2i+1) as complex numbers: one multiply by e^{i m θ_i}, straight
+    into out when the memory allows complex views, else through one temporary."""
+    rotation = _rotation(cos, sin)
+    if x.dtype == compute and _complex_view_ok(x, out):
+        torch.mul(_as_complex(x), rotation, out=_as_complex(out))
+        return
+    product = _as_complex(x.to(compute).contiguous()) * rotation
+    out.copy_(torch.view_as_real(product).flatten(-2))
 
 
 # torch.autograd.graph.increment_version is the public name; where a torch lacks it, the
 # private function it wraps (which has been there longer) does the same.
 _increment_version = (getattr(torch.autograd.graph, "increment_version", None)
                       or torch._C._increment_version)
+
+
+# Listeners told about every write a raw kernel (C, Triton) makes, which PyTorch's dispatcher
+# cannot see: rope_lab.cost.count_kernels adds one while it counts.
+_raw_kernel_listeners: list = []
+
+
+def _raw_kernel_wrote(name: str, out: torch.Tensor, written: torch.Tensor) -> None:
+    _mark_written(out)
+    for listener in _raw_kernel_listeners:
+        listener(name, written)
 
 
 def _mark_written(t: torch.Tensor) -> None:
@@ -287,35 +389,112 @@ def _as_complex(t):
     return torch.view_as_complex(t.unflatten(-1, (-1, 2)))
 
 
-# --- CUDA: Triton ---------------------------------------------------------------------------
+# --- Triton -----------------------------------------------------------------------------------
 
-_triton_module = None  # rope_lab._triton_rope once imported; False when unavailable
+BackendUnavailable = _ckernel.BackendUnavailable
+FastPathWarning = _ckernel.FastPathWarning
+
+# Per CUDA device: the Triton module once it passed its self-check there, or False.
+_triton_by_device: dict = {}
+_triton_import = None  # the module, or the ImportError's text
 
 
-def triton_available() -> bool:
-    """True when the Triton kernel can run here (a CUDA device and the triton package)."""
-    global _triton_module
-    if _triton_module is None:
-        _triton_module = False
-        if torch.cuda.is_available():
-            try:
-                from rope_lab import _triton_rope
-            except ImportError:  # no triton: the eager paths serve CUDA too
-                pass
-            else:
-                _triton_module = _triton_rope
-    return bool(_triton_module)
+def _import_triton():
+    global _triton_import
+    if _triton_import is None:
+        try:
+            from rope_lab import _triton_rope
+        except ImportError as error:  # no triton (macOS, Windows, a CPU-only torch)
+            _triton_import = f"the triton package is not installed ({error})"
+        else:
+            _triton_import = _triton_rope
+    return _triton_import
+
+
+def _triton_switched_off() -> bool:
+    return os.environ.get("ROPE_LAB_TRITON", "1").strip().lower() in ("0", "false", "off")
+
+
+def _named_triton():
+    """The Triton module for ``backend="triton"``, or BackendUnavailable saying why."""
+    if _triton_switched_off():
+        raise BackendUnavailable("backend='triton' cannot run here: ROPE_LAB_TRITON=0 in the "
+                                 "environment turns Triton off")
+    module = _import_triton()
+    if isinstance(module, str):
+        raise BackendUnavailable(f"backend='triton' cannot run here: {module}")
+    return module
+
+
+def triton_available(device=None) -> bool:
+    """True when the auto path uses the Triton kernel on this CUDA device (default: the
+    current one): Triton is installed, not turned off, and passed its self-check there."""
+    if not torch.cuda.is_available():
+        return False
+    device = torch.device("cuda", torch.cuda.current_device()) if device is None else device
+    return _auto_triton(torch.device(device)) is not None
+
+
+def _auto_triton(device: torch.device):
+    """The Triton module if the auto path may use it on device; checked once per device."""
+    if device.index is None:
+        device = torch.device(device.type, torch.cuda.current_device())
+    if device not in _triton_by_device:
+        _triton_by_device[device] = _start_triton(device)
+    return _triton_by_device[device] or None
+
+
+def _start_triton(device):
+    """Import Triton and check its kernel against the eager path on a small tensor.
+
+    A Triton that cannot compile here (an old GPU, a broken install) or that computes wrong
+    numbers would otherwise fail in the middle of a model, or silently. Either way: one
+    warning, then the eager path for this device, for the rest of the process.
+    """
+    if _triton_switched_off():
+        return False
+    module = _import_triton()
+    if isinstance(module, str):
+        return False
+    problem = self_check(module, device)
+    if problem is not None:
+        warnings.warn(f"rope_lab: the Triton RoPE kernel failed its self-check on {device} "
+                      f"({problem}); using the eager path instead. ROPE_LAB_TRITON=0 skips "
+                      "Triton altogether.", FastPathWarning, stacklevel=5)
+        return False
+    return module
+
+
+def self_check(module, device) -> str | None:
+    """Rotate a small tensor with the Triton kernel and with the eager path, both layouts,
+    float32 and bfloat16, partial rotary; None when they agree, else what went wrong."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 7, 24, generator=generator).to(device)
+    angles = torch.arange(7.0)[:, None] * 10_000.0 ** (-torch.arange(8) / 8)
+    cos, sin = angles.cos().to(device), angles.sin().to(device)
+    try:
+        for layout in ("half", "interleaved"):
+            for dtype in (torch.float32, torch.bfloat16):
+                source = x.to(dtype)
+                got, expected = source.clone(), source.clone()
+                module.rotate(source[..., :16], cos, sin, layout, got[..., :16])
+                _rotate_in_blocks(source[..., :16], cos, sin, layout, expected[..., :16],
+                                  torch.float32, False)
+                # Relative to |value| + 1: one rounding in bfloat16 moves a value by 2^-8 of it.
+                expected = expected.float()
+                error = ((got.float() - expected).abs() / (1 + expected.abs())).max().item()
+                tolerance = 1e-5 if dtype == torch.float32 else 2**-7
+                if not error <= tolerance:
+                    return f"{layout} layout, {dtype}: max difference {error:.3g} from eager"
+    except Exception as error:  # compile errors, missing drivers …: all mean "not here"
+        return f"{type(error).__name__}: {error}"
+    return None
 
 
 def _triton_rotate(x, cos, sin, layout, out) -> bool:
-    """Run the Triton kernel when it supports these inputs; False to fall back to eager."""
-    global _triton_module
-    if not triton_available():
+    """Auto path on CUDA: the Triton kernel when it is usable and takes these inputs."""
+    module = _auto_triton(x.device)
+    if module is None or module.problem(x, cos, sin, out) is not None:
         return False
-    try:
-        return _triton_module.rotate(x, cos, sin, layout, out)
-    except Exception as error:  # a Triton that cannot compile here: say so once, go eager
-        _triton_module = False
-        warnings.warn(f"rope_lab: Triton RoPE kernel failed ({error}); using the eager path",
-                      RuntimeWarning, stacklevel=4)
-        return False
+    module.rotate(x, cos, sin, layout, out)
+    return True

@@ -76,6 +76,13 @@ def apply_rope_complex(
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     """(x_a, x_b) → (−x_b, x_a) for the two halves of the last dimension."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.ndim == 0 or x.shape[-1] % 2:
+        raise ValueError(
+            f"x must have an even last dimension (its two halves are swapped), got shape "
+            f"{tuple(x.shape)}"
+        )
     first, second = x.chunk(2, dim=-1)
     return torch.cat((-second, first), dim=-1)
 

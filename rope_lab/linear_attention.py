@@ -10,7 +10,7 @@ Softmax attention weighs every pair (m, n), so its cost grows as L². Linear att
 The sums over n no longer involve m: compute them once (or as running prefix sums over
 n ≤ m when causal) and the cost grows as L.
 
-RoPE (RoFormer, Su et al. 2021, §3.4.2) rotates the features in the numerator only:
+RoPE (RoFormer, Su et al. 2021, §3.3) rotates the features in the numerator only:
 
     out_m = Σ_n (R_m φ(q_m))ᵀ (R_n φ(k_n)) v_n  /  Σ_n φ(q_m)ᵀ φ(k_n)
 
@@ -21,12 +21,12 @@ a sum of cosine-weighted terms that can be zero or negative.
 
 from __future__ import annotations
 
-import time
+import functools
 
 import torch
 import torch.nn.functional as F
 
-from rope_lab import _validate
+from rope_lab import _validate, timing
 from rope_lab.attention import attention, causal_mask
 from rope_lab.rope import DEFAULT_BASE, apply_rope
 
@@ -47,9 +47,28 @@ def _check_qkv(q, k, v, feature_map) -> None:
         raise TypeError(f"feature_map must be a function, got {type(feature_map).__name__}")
 
 
+def _check_features(feature_map, x, name):
+    """φ(x), refused unless it has x's shape and is ≥ 0 everywhere: the denominator
+    φ(q)ᵀ Σ φ(k) is a sum of products of features, and a negative feature can make it 0 or
+    negative, turning the weights into nonsense with no error."""
+    phi = feature_map(x)
+    if not isinstance(phi, torch.Tensor) or phi.shape != x.shape:
+        got = tuple(phi.shape) if isinstance(phi, torch.Tensor) else type(phi).__name__
+        raise ValueError(
+            f"feature_map must return a tensor of the same shape as {name} "
+            f"{tuple(x.shape)}, got {got}"
+        )
+    if phi.numel() and not bool((phi >= 0).all()):
+        raise ValueError(
+            f"feature_map must return non-negative features (e.g. elu(x) + 1), but "
+            f"feature_map({name}) has a minimum of {float(phi.min()):g}"
+        )
+    return phi
+
+
 def _features(q, k, feature_map, rope, positions, base):
     """φ(q), φ(k) and their rotated copies R_m φ(q_m), R_n φ(k_n) (the same when rope=False)."""
-    phi_q, phi_k = feature_map(q), feature_map(k)
+    phi_q, phi_k = _check_features(feature_map, q, "q"), _check_features(feature_map, k, "k")
     if not rope:
         return phi_q, phi_k, phi_q, phi_k
     return (phi_q, phi_k, apply_rope(phi_q, positions, base=base),
@@ -198,32 +217,13 @@ def measure_seconds(
     }
     seconds = {name: [] for name in methods}
     generator = torch.Generator().manual_seed(0)
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(1)
-    try:
-        _time_each(methods, seconds, lengths, dim, repeats, device, generator)
-    finally:
-        torch.set_num_threads(threads)
-    return seconds
-
-
-def _time_each(methods, seconds, lengths, dim, repeats, device, generator) -> None:
-    with torch.inference_mode():
+    threads = 1 if device.type == "cpu" else torch.get_num_threads()
+    with timing.cpu_threads(threads), torch.inference_mode():
         for length in lengths:
             q, k, v = torch.randn(3, length, dim, generator=generator).to(device)
-            for name, method in methods.items():
-                method(q, k, v)  # warm-up: allocator, kernels
-                runs = []
-                for _ in range(repeats):
-                    _synchronize(device)
-                    start = time.perf_counter()
-                    method(q, k, v)
-                    _synchronize(device)
-                    runs.append(time.perf_counter() - start)
-                seconds[name].append(min(runs))
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+            runs = timing.time_in_turns(
+                {name: functools.partial(method, q, k, v) for name, method in methods.items()},
+                device=device, warmup=1, repeats=repeats)
+            for name, times in runs.items():
+                seconds[name].append(min(times))
+    return seconds

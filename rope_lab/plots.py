@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import io
+import math
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -96,6 +97,16 @@ def _plain_log_ticks(axes, y_ticks=None):
         if axis.get_scale() == "log":
             axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
             axis.set_minor_locator(NullLocator())
+
+
+def _one_two_five(low: float, high: float) -> list[float]:
+    """Ticks 1, 2, 5, 10, 20 … covering [low, high]: a log axis with several labels."""
+    ticks = []
+    decade = 10.0 ** math.floor(math.log10(low))
+    while decade <= high:
+        ticks += [step * decade for step in (1, 2, 5) if low <= step * decade <= high]
+        decade *= 10
+    return ticks
 
 
 # --- 01 attention without position ----------------------------------------------------------
@@ -290,6 +301,10 @@ def complex_rotation(z=(1.0, 0.0), angle: float | None = None):
     ``angle`` defaults to π/4. Data: the arrows are ``axes.texts`` annotations (``.xy`` is
     the tip); ``axes.lines[1]`` is the rotated point.
     """
+    from rope_lab import _validate
+
+    if angle is not None:
+        _validate.check_finite_number(angle, "angle")
     import math
 
     import torch
@@ -321,6 +336,11 @@ def rotation_2d(theta: float = 0.5, m: int = 2, n: int = 5, shift: int = 0,
     The score ⟨R_{m+s} q, R_{n+s} k⟩ = qᵀ R_{(n−m)θ} k does not depend on the shift s.
     Data: the arrows are ``axes.texts`` annotations (``.xy`` is the arrow's tip).
     """
+    from rope_lab import _validate
+
+    _validate.check_finite_number(theta, "theta")
+    for name, value in (("m", m), ("n", n), ("shift", shift)):
+        _validate.check_int(value, name)
     import math
 
     import torch
@@ -365,6 +385,9 @@ def rope_frequencies(dim: int = 64, base: float = 10000.0, length: int = 256):
     Data: ``axes[0].lines[0]`` is (i, 2π/θ_i); ``axes[1].images[0]`` is the
     ``(length, dim/2)`` array of angles mod 2π.
     """
+    from rope_lab import _validate
+
+    _validate.check_positive_int(length, "length")
     import math
 
     import torch
@@ -537,6 +560,9 @@ def _draw_abel(axes, dim: int, base: float, max_distance: int):
 @course_style
 def abel_curve(dim: int = 128, base: float = 10000.0, max_distance: int = 256):
     """RoFormer's relative upper bound (1/(d/2))·Σ_j |S_j| over Δ (``axes.lines[0]``)."""
+    from rope_lab import _validate
+
+    _validate.check_positive_int(max_distance, "max_distance")
     figure, axes = new_figure(width=8.0, height=3.8)
     _draw_abel(axes, dim, base, max_distance)
     return figure
@@ -707,6 +733,10 @@ def frequency_overlay(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
     Dynamic NTK is drawn at the input length s·L. Data: ``axes[0].lines[k]`` is method k of
     ``rope_lab.scaling.METHODS``.
     """
+    from rope_lab import scaling
+
+    if method not in scaling.METHODS:
+        raise ValueError(f"method must be one of {scaling.METHODS}, got {method!r}")
     figure, axes = new_figure(width=7.5, height=4.2)
     _draw_frequency_overlay(axes, dim, base, factor, original_length, method, beta_fast,
                             beta_slow)
@@ -837,6 +867,9 @@ def alibi_heatmap(seq_len: int = 16, n_heads: int = 8, heads=(0, 3, 7)):
 
     bias = alibi_bias(seq_len, n_heads)
     slopes = alibi_slopes(n_heads)
+    from rope_lab import _validate
+
+    _validate.check_indices(heads, n_heads, "heads", "n_heads")
     future = torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool), diagonal=1)
     figure, axes = new_figure(1, len(heads), width=4.2 * len(heads), height=3.9)
     axes = [axes] if len(heads) == 1 else list(axes)
@@ -965,6 +998,9 @@ def rope_2d_kernels(size: int = 8, base: float = 100.0, dim: int = 32):
     Images (in order): axial kernel, flattened kernel, both ``(2·size−1, 2·size−1)``.
     Circles mark (1, 0) and the row-end wrap (−(size−1), 1): both have Δm = 1.
     """
+    from rope_lab import _validate
+
+    _validate.check_positive_int(size, "size")
     import torch
 
     from rope_lab import nd
@@ -1066,6 +1102,11 @@ def roofline(peak_gflops: float, bandwidth_gb_s: float, points: dict | None = No
     ``points``: label → (arithmetic intensity in FLOP/byte, achieved or attainable GFLOP/s),
     drawn as markers (e.g. RoPE, a matmul).
     """
+    from rope_lab import _validate
+
+    for name, value in (("peak_gflops", peak_gflops), ("bandwidth_gb_s", bandwidth_gb_s)):
+        if _validate.check_finite_number(value, name) <= 0:
+            raise ValueError(f"{name} must be greater than 0, got {value}")
     import numpy as np
 
     figure, axes = new_figure(width=7.5, height=4.2)
@@ -1135,9 +1176,17 @@ def cost_versus_size(rows: list, parameter: str, *, label: str | None = None):
         axes.plot(sizes, [row[key] for row in rows], "o-", color=colour, label=name)
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
-    axes.set(title=f"Cost grows linearly with {label or parameter}",
-             xlabel=label or parameter, ylabel="time per call (ms)")
-    _plain_log_ticks(axes)
+    # The title states what these timings show: the slope of log time against log size for
+    # apply_rope between the two largest sizes (1 = linear, 0 = a fixed cost per call).
+    symbol = {"seq": "L", "head_dim": "d"}.get(parameter, parameter)
+    title = f"RoPE time versus {symbol}"
+    if len(rows) >= 2 and sizes[-1] != sizes[-2]:
+        slope = math.log(rows[-1]["apply_rope_ms"] / rows[-2]["apply_rope_ms"]) / math.log(
+            sizes[-1] / sizes[-2])
+        title = f"apply_rope: time ∝ {symbol}^{slope:.2f} between the two largest sizes"
+    axes.set(title=title, xlabel=label or parameter, ylabel="time per call (ms)")
+    times = [row[key] for row in rows for key in ("reference_ms", "apply_rope_ms", "clone_ms")]
+    _plain_log_ticks(axes, y_ticks=_one_two_five(min(times), max(times)))
     axes.legend()
     return figure
 
@@ -1155,7 +1204,7 @@ def layer_shares(costs: dict, *, unit: str = "ms", title: str = "Where a layer's
         axes.annotate(f"{100 * value / total:.2g} %", (value, y), xytext=(4, 0),
                       textcoords="offset points", va="center", fontsize=10)
     axes.invert_yaxis()
-    axes.set_xscale("log")
-    axes.set(title=title, xlabel=f"{unit} (log scale)")
-    _plain_log_ticks(axes)
+    # A linear axis: bar lengths are shares, so a part too small to see is the point.
+    axes.set(title=title, xlabel=unit)
+    axes.set_xlim(0, 1.18 * max(values))
     return figure

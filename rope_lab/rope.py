@@ -55,8 +55,9 @@ def inv_freq(dim: int, base: float = DEFAULT_BASE, *, device=None, dtype=torch.f
 def rope_angles(positions, inv_freq: torch.Tensor) -> torch.Tensor:
     """The angles m·θ_i for every position m and pair i (an outer product).
 
-    Computed in float32, or float64 when ``positions`` or ``inv_freq`` is float64 — never in
-    a 16-bit type, where m·θ_i loses whole turns once m passes a few hundred.
+    Computed in float32, or float64 when ``positions`` or ``inv_freq`` is float64 or a
+    position reaches 2^24 (where float32 cannot hold every integer) — never in a 16-bit type,
+    where m·θ_i loses whole turns once m passes a few hundred.
 
     Args:
         positions: ``(..., seq)`` integer or float positions (a tensor, list or range).
@@ -75,7 +76,7 @@ def rope_angles(positions, inv_freq: torch.Tensor) -> torch.Tensor:
     if not inv_freq.is_floating_point():
         raise TypeError(f"inv_freq must be a floating-point tensor, got dtype {inv_freq.dtype}")
     positions = _validate.as_positions(positions, device=inv_freq.device)
-    wide = torch.float64 in (positions.dtype, inv_freq.dtype)
+    wide = inv_freq.dtype == torch.float64 or _validate.needs_wide_angles(positions)
     _validate.check_table_size(
         "rope_angles", f"{positions.numel()} positions × {inv_freq.numel()} frequencies",
         positions.numel() * inv_freq.numel() * (8 if wide else 4))
@@ -84,7 +85,7 @@ def rope_angles(positions, inv_freq: torch.Tensor) -> torch.Tensor:
 
 def _outer_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
     """:func:`rope_angles` for trusted inputs (a table no bigger than the x it rotates)."""
-    wide = torch.float64 in (positions.dtype, inv_freq.dtype)
+    wide = inv_freq.dtype == torch.float64 or _validate.needs_wide_angles(positions)
     dtype = torch.float64 if wide else torch.float32
     return positions.to(dtype)[..., None] * inv_freq.to(dtype)
 
@@ -112,6 +113,7 @@ def apply_rope(
     inv_freq: torch.Tensor | None = None,
     layout: str = "half",
     rotary_dim: int | None = None,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """Rotate each feature pair of ``x`` by the angle m·θ_i of its position m.
 
@@ -132,6 +134,21 @@ def apply_rope(
         layout: "half" pairs (i, i + r/2); "interleaved" pairs (2i, 2i + 1).
         rotary_dim: rotate only the first ``rotary_dim`` features and pass the rest through
             (partial rotary, as in GPT-NeoX and Phi). Default: all of them.
+        backend: which implementation computes it (all give the formula's result, to float
+            rounding; :mod:`rope_lab.fast` explains each):
+
+            - "auto" (default): the fastest that applies: "triton" on CUDA, "c" for the half
+              layout on a CPU, "complex" for the interleaved layout, else "eager";
+              "reference" on other devices, under torch.compile and when gradients must
+              flow into ``inv_freq``.
+            - "reference": :func:`rotate_reference`, the formula in plain torch ops.
+            - "eager": three torch kernels per cache-sized block of rows (any device).
+            - "c": one C loop compiled on first use (half layout, CPU, float32/float64).
+            - "complex": one complex multiply (interleaved layout).
+            - "triton": one Triton kernel (CUDA; CPU tensors under ``TRITON_INTERPRET=1``).
+
+            A backend named here runs or raises ``BackendUnavailable`` saying why; it never
+            falls back to another one.
 
     Returns:
         Tensor with the shape, dtype and device of ``x``. The angles and the rotation are
@@ -139,9 +156,10 @@ def apply_rope(
     """
     _validate.check_rope_input(x)
     _validate.check_layout(layout)
+    _validate.check_backend(backend)
     rotary_dim = _validate.check_rotary_dim(rotary_dim, x.shape[-1])
     cos, sin = _cos_sin_for(x, positions, base=base, freqs=inv_freq, rotary_dim=rotary_dim)
-    return _rotate(x, cos, sin, layout)
+    return _rotate(x, cos, sin, layout, backend)
 
 
 def apply_rope_(
@@ -152,6 +170,7 @@ def apply_rope_(
     inv_freq: torch.Tensor | None = None,
     layout: str = "half",
     rotary_dim: int | None = None,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """In-place :func:`apply_rope`: overwrite ``x`` with its rotation and return it.
 
@@ -169,11 +188,10 @@ def apply_rope_(
     _validate.check_rope_input(x)
     _validate.check_writable_in_place(x, "apply_rope_")
     _validate.check_layout(layout)
+    _validate.check_backend(backend)
     rotary_dim = _validate.check_rotary_dim(rotary_dim, x.shape[-1])
     cos, sin = _cos_sin_for(x, positions, base=base, freqs=inv_freq, rotary_dim=rotary_dim)
-    if fast.can_use_fast_path(x, cos):
-        return fast.rotate(x, cos, sin, layout, out=x)
-    return x.copy_(rotate_reference(x, cos, sin, layout))
+    return _rotate(x, cos, sin, layout, backend, out=x)
 
 
 def _cos_sin_for(x, positions, *, base, freqs, rotary_dim):
@@ -192,7 +210,8 @@ def _cos_sin_for(x, positions, *, base, freqs, rotary_dim):
             )
         freqs = _validate.check_inv_freq(freqs, rotary_dim // 2).to(x.device)
     angles = _outer_angles(_validate.positions_for(x, positions), freqs)
-    return angles.cos(), angles.sin()
+    # Positions past 2^24 widen the angles to float64; cos and sin fit the frequencies' dtype.
+    return angles.cos().to(freqs.dtype), angles.sin().to(freqs.dtype)
 
 
 @functools.lru_cache(maxsize=16)
@@ -209,16 +228,21 @@ def _cached_cos_sin(seq: int, rotary_dim: int, base: float, device, dtype):
         return angles.cos(), angles.sin()
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
-    """Rotate the first 2·cos.shape[-1] features of x: the fast path when it applies.
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str,
+            backend: str = "auto", *, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rotate the first 2·cos.shape[-1] features of x (into out when given) on ``backend``.
 
     :mod:`rope_lab.fast` computes what :func:`rotate_reference` computes, to float rounding
-    (the tests check it), in fewer passes over memory; other devices, differentiable cos/sin
-    and code being traced by torch.compile use the reference.
+    (the tests check it), in fewer passes over memory. "auto" uses the reference on other
+    devices, for differentiable cos/sin and in code being traced by torch.compile.
     """
-    if fast.can_use_fast_path(x, cos):
-        return fast.rotate(x, cos, sin, layout)
-    return rotate_reference(x, cos, sin, layout)
+    if backend == "auto" and not fast.can_use_fast_path(x, cos):
+        backend = "reference"
+    if backend == "reference":
+        result = rotate_reference(x, cos, sin, layout)
+        return result if out is None else out.copy_(result)
+    fast.check_backend(backend, x, cos, layout)
+    return fast.rotate(x, cos, sin, layout, out=out, backend=backend)
 
 
 def rotate_reference(
@@ -462,7 +486,7 @@ class RotaryEmbedding(nn.Module):
         )):
             return self.cos_cached[positions], self.sin_cached[positions]
         angles = _outer_angles(positions, self.inv_freq.to(device))
-        return angles.cos(), angles.sin()
+        return angles.cos().to(dtype), angles.sin().to(dtype)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, positions=None):
         for name, tensor in (("q", q), ("k", k)):

@@ -94,7 +94,16 @@ def dynamic_inv_freq(dim: int, *, base: float = DEFAULT_BASE, factor: float = 1.
     length = max(seq_len if seq_len is not None else original_max_position,
                  original_max_position)
     grown = factor * length / original_max_position - (factor - 1)
-    scaled_base = base * grown ** (dim / (dim - 2))
+    try:
+        scaled_base = base * grown ** (dim / (dim - 2))
+    except OverflowError:
+        scaled_base = math.inf
+    if not math.isfinite(scaled_base):
+        raise ValueError(
+            f"factor={factor} with seq_len={length} and original_max_position="
+            f"{original_max_position} grows the base past the largest float (base' = base · "
+            f"s(ℓ)^(d/(d−2)) overflows); expected a smaller factor or seq_len"
+        )
     return _theta(dim, scaled_base, device).to(dtype), 1.0
 
 
@@ -118,6 +127,7 @@ def yarn_inv_freq(dim: int, *, base: float = DEFAULT_BASE, factor: float = 1.0,
     It multiplies cos and sin, so q·k logits grow by its square.
     """
     _check_common(dim, base, factor, original_max_position, seq_len, dtype, need_length=True)
+    _validate.check_bool(truncate, "truncate")
     for name, value in (("beta_fast", beta_fast), ("beta_slow", beta_slow)):
         _check_positive_number(value, name)
     if beta_fast <= beta_slow:
@@ -223,7 +233,13 @@ def scaled_inv_freq(method: str, dim: int, *, base: float = DEFAULT_BASE, factor
         ``(inv_freq, attention_factor)``: a ``(dim // 2,)`` tensor for
         :func:`rope_lab.apply_rope` (``inv_freq=``) and the factor for cos and sin.
     """
-    if method not in SCALING_FUNCTIONS:
+    if isinstance(method, dict):
+        raise TypeError(
+            f"method must be a method name, got a dict {method!r}; for a Hugging Face "
+            "rope_scaling dict pass its fields: scaled_inv_freq(d['rope_type'], dim, "
+            "factor=d['factor'], ...)"
+        )
+    if not isinstance(method, str) or method not in SCALING_FUNCTIONS:
         choices = ", ".join(repr(m) for m in METHODS)
         raise ValueError(f"method must be one of {choices}, got {method!r}")
     unknown = sorted(set(params) - set(METHOD_PARAMS[method]))

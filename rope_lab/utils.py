@@ -22,6 +22,10 @@ def seed_everything(seed: int = 0) -> None:
     """Seed Python, NumPy and torch so a notebook prints the same numbers every run."""
     import numpy as np
 
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r} of type {type(seed).__name__}")
+    if not 0 <= seed < 2**32:
+        raise ValueError(f"seed must be an int in [0, 2^32) (NumPy's range), got {seed}")
     random.seed(seed)
     np.random.seed(seed)  # noqa: NPY002 — seeds code that uses the legacy global RNG
     torch.manual_seed(seed)

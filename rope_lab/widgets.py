@@ -27,6 +27,9 @@ Every panel has a programmatic handle for tests and benchmarks::
 from __future__ import annotations
 
 import base64
+import contextlib
+import io
+import statistics
 import time
 
 import ipywidgets as widgets
@@ -348,17 +351,17 @@ def mrope_panel():
 @register
 def roofline_panel():
     """Move the machine's bandwidth and peak: where do RoPE and a matmul land?"""
-    from rope_lab import bench
+    from rope_lab import cost
 
     def draw(bandwidth_gb_s, peak_gflops, seq, bytes_per_element):
-        rope = bench.rope_traffic(1, 32, seq, 128, bytes_per_element=bytes_per_element)
+        rope = cost.rope_traffic(1, 32, seq, 128, bytes_per_element=bytes_per_element)
         # A (seq × 128) @ (128 × seq) score matmul per head: 2·L²·d FLOPs over 2·L·d + L²
         # elements moved.
         matmul = 2 * seq * seq * 128 / ((2 * seq * 128 + seq * seq) * bytes_per_element)
         points = {
-            "RoPE": (rope["intensity"], bench.attainable_gflops(
+            "RoPE": (rope["intensity"], cost.attainable_gflops(
                 rope["intensity"], peak_gflops, bandwidth_gb_s)),
-            "scores q kᵀ": (matmul, bench.attainable_gflops(matmul, peak_gflops,
+            "scores q kᵀ": (matmul, cost.attainable_gflops(matmul, peak_gflops,
                                                            bandwidth_gb_s)),
         }
         return plots.roofline(peak_gflops, bandwidth_gb_s, points)
@@ -370,3 +373,72 @@ def roofline_panel():
         "bytes_per_element": dropdown("bytes per element", [("float32", 4), ("bfloat16", 2)],
                                       value=4),
     })
+
+
+# --- redraw timing (python -m rope_lab.bench widgets) ----------------------------------------
+
+def control_values(control, count: int = 3) -> list:
+    """A few values a student might set on ``control``: ends and middle, or options."""
+    options = getattr(control, "_options_values", None)
+    if options is None:
+        options = getattr(control, "options", None)
+    if options is not None:
+        options = list(options)
+        picks = [options[0], options[len(options) // 2], options[-1]]
+    elif isinstance(control.value, bool):
+        picks = [not control.value, control.value]
+    elif hasattr(control, "min") and hasattr(control, "max"):
+        low, high = control.min, control.max
+        if hasattr(control, "base"):  # FloatLogSlider: min/max are exponents
+            low, high = control.base**low, control.base**high
+            middle = (low * high) ** 0.5
+        else:
+            middle = (low + high) / 2
+            step = getattr(control, "step", None)
+            if step:  # a slider only offers min + k·step; so must the benchmark
+                middle = low + round((middle - low) / step) * step
+            if isinstance(control.value, int):
+                middle = int(middle)
+        picks = [low, middle, high]
+    else:
+        return []
+    unique = []
+    for value in picks:
+        if value not in unique:
+            unique.append(value)
+    return unique[:count]
+
+
+def redraw_times(panels: dict | None = None, *, values_per_control: int = 3) -> dict:
+    """Build every registered panel, turn each control, and report the redraws' times.
+
+    Returns name → {"redraws": n, "median_ms": …, "max_ms": …} (the redraw the panel does
+    when it is built is left out: it includes one-off start-up work).
+    """
+    panels = PANELS if panels is None else panels
+    report = {}
+    for name, factory in panels.items():
+        # Outside a notebook, a panel's output area prints what it displays: keep it quiet.
+        with contextlib.redirect_stdout(io.StringIO()):
+            panel = factory()
+            defaults = panel.values
+            for control_name, control in panel.controls.items():
+                for value in control_values(control, values_per_control):
+                    panel.set(**{control_name: value})
+                panel.set(**{control_name: defaults[control_name]})
+        seconds = panel.redraw_seconds[1:] or panel.redraw_seconds
+        report[name] = {"redraws": len(seconds),
+                        "median_ms": statistics.median(seconds) * 1e3,
+                        "max_ms": max(seconds) * 1e3}
+    return report
+
+
+def format_redraw_table(report: dict, target_ms: float = 100.0) -> str:
+    lines = [f"{'panel':32} {'redraws':>7} {'median ms':>10} {'max ms':>8}  ≤ {target_ms:g} ms"]
+    for name, row in report.items():
+        verdict = "yes" if row["median_ms"] <= target_ms else "NO"
+        lines.append(f"{name:32} {row['redraws']:7d} {row['median_ms']:10.1f} "
+                     f"{row['max_ms']:8.1f}  {verdict}")
+    if not report:
+        lines.append("(no panels registered)")
+    return "\n".join(lines)

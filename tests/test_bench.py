@@ -1,5 +1,6 @@
-"""rope_lab.bench: the command line, the counts, the widget benchmark (no timing assertions),
-and the figures and panel of notebook 09 that draw its numbers."""
+"""rope_lab.bench: the command line and its rows, the panels' redraw timer
+(rope_lab.widgets.redraw_times), and the figures and panel of notebook 09 that draw the numbers.
+No timing assertions."""
 
 import json
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 import rope_lab as rl
-from rope_lab import bench, exercises, plots, rope, widgets
+from rope_lab import bench, cost, exercises, plots, widgets
 
 TINY = ["--shape", "1", "2", "16", "8", "--repeats", "1", "--no-sweeps"]
 
@@ -30,36 +31,10 @@ def test_command_line_writes_every_implementation_with_provenance(tmp_path, caps
             assert (name, layout) in names
     assert ("package rotate_half", "half") in names
     assert ("package complex", "interleaved") in names
+    assert any(name.startswith("backend='eager'") for name, layout in names if layout == "half")
     clone = next(r for r in run["results"] if r["name"] == "clone")
     assert clone["times_clone"] == 1.0 and clone["ms"] > 0
     assert set(run["targets"]) == {"half", "interleaved"}
-
-
-def test_paired_ratios_and_quartiles():
-    samples = {"clone": [1.0, 2.0, 4.0, 1.0, 2.0], "f": [1.5, 2.0, 6.0, 1.1, 3.0]}
-    assert bench.paired_ratios(samples, "f") == [1.5, 1.0, 1.5, 1.1, 1.5]
-    assert bench.quartiles([1.5, 1.0, 1.5, 1.1, 1.5]) == (1.1, 1.5, 1.5)
-    assert bench.quartiles([2.0]) == (2.0, 2.0, 2.0)
-    turns = bench.time_in_turns({"a": lambda: None, "b": lambda: None}, device="cpu",
-                                warmup=0, repeats=3)
-    assert [len(times) for times in turns.values()] == [3, 3]
-
-
-def test_repeats_below_one_are_refused(capsys):
-    with pytest.raises(ValueError, match=r"repeats must be a whole number ≥ 1, got 0"):
-        bench.time_in_turns({"a": lambda: None}, device="cpu", repeats=0)
-    with pytest.raises(SystemExit):
-        bench.main(["--repeats", "0"])
-    assert "--repeats must be at least 1, got 0" in capsys.readouterr().err
-
-
-def test_release_free_memory_reports_whether_it_ran():
-    import platform as platform_module
-
-    ran = bench.release_free_memory()
-    assert ran == (bench._malloc_trim() is not None)
-    if platform_module.system() == "Linux" and platform_module.libc_ver()[0] == "glibc":
-        assert ran
 
 
 def test_bfloat16_and_sweeps_run():
@@ -76,37 +51,6 @@ def test_hf_style_baseline_equals_apply_rope():
     x = torch.randn(2, 3, 10, 16)
     cos, sin = bench.hf_tables(10, 16, device="cpu")
     torch.testing.assert_close(bench.hf_style_rope(x, cos, sin), rl.apply_rope(x))
-
-
-def test_rope_traffic_counts():
-    cost = bench.rope_traffic(2, 3, 5, 8, bytes_per_element=2)
-    elements = 2 * 3 * 5 * 8
-    assert cost["elements"] == elements
-    assert cost["tensor_bytes"] == 2 * elements * 2  # one read, one write
-    assert cost["table_bytes"] == 2 * 5 * 4 * 4  # cos and sin, (seq, d/2) float32
-    assert cost["flops"] == 3 * elements  # 6 per pair
-    assert bench.attainable_gflops(0.5, 1000.0, 100.0) == 50.0  # memory roof
-    assert bench.attainable_gflops(50.0, 1000.0, 100.0) == 1000.0  # compute roof
-
-
-def test_layer_flops_match_matmul_counts():
-    seq, width = 6, 4
-    flops = bench.layer_flops(seq, width, ffn_multiplier=2)
-    assert flops["scores q kᵀ"] == 2 * seq * seq * width  # (L×D)(D×L), summed over heads
-    assert flops["q, k, v, o projections"] == 4 * 2 * seq * width * width
-    assert flops["MLP"] == 2 * (2 * seq * width * 2 * width)
-    assert flops["RoPE on q and k"] == 2 * 3 * seq * width
-    assert set(bench.measure_layer(seq=8, d_model=16, heads=2, repeats=1)) == set(flops)
-
-
-def test_count_kernels_sees_the_passes():
-    x = torch.randn(2, 4, 16)
-    cos, sin = rope._cached_cos_sin(4, 16, rope.DEFAULT_BASE, x.device, torch.float32)
-    reference = bench.count_kernels(rope.rotate_reference, x, cos, sin, "half")
-    assert reference["names"].count("mul") == 4 and reference["bytes_written"] == 4 * x.nbytes
-    assert bench.count_kernels(x.clone)["bytes_written"] == x.nbytes
-    interleaved = bench.count_kernels(rl.apply_rope, x, layout="interleaved")
-    assert interleaved["names"].count("mul") == 1
 
 
 def test_committed_results_are_well_formed():
@@ -147,7 +91,7 @@ def _toy_factory(calls):
 def test_widget_benchmark_turns_every_control_of_every_registered_panel(monkeypatch):
     calls = []
     monkeypatch.setattr(widgets, "PANELS", {"toy_panel": _toy_factory(calls)})
-    report = bench.widget_redraw_times()
+    report = widgets.redraw_times()
     assert list(report) == ["toy_panel"]
     seen = {name: {call[name] for call in calls} for name in calls[0]}
     assert {2, 6, 10} <= seen["steps"]
@@ -158,7 +102,7 @@ def test_widget_benchmark_turns_every_control_of_every_registered_panel(monkeypa
     row = report["toy_panel"]
     assert row["redraws"] == len(calls) - 1  # the build's redraw is left out
     assert 0 < row["median_ms"] <= row["max_ms"]
-    assert "toy_panel" in bench.format_widget_table(report)
+    assert "toy_panel" in widgets.format_redraw_table(report)
 
 
 def test_widgets_command_line(monkeypatch, tmp_path, capsys):
@@ -170,10 +114,10 @@ def test_widgets_command_line(monkeypatch, tmp_path, capsys):
 
 
 def test_control_values_cover_the_range():
-    assert bench.control_values(widgets.slider("int", "n", 5, 1, 9)) == [1, 5, 9]
-    log = bench.control_values(widgets.slider("log", "b", 1e4, 0, 6))
+    assert widgets.control_values(widgets.slider("int", "n", 5, 1, 9)) == [1, 5, 9]
+    log = widgets.control_values(widgets.slider("log", "b", 1e4, 0, 6))
     assert log[0] == pytest.approx(1.0) and log[-1] == pytest.approx(1e6)
-    assert bench.control_values(widgets.dropdown("d", ["a", "b", "c", "d"])) == ["a", "c", "d"]
+    assert widgets.control_values(widgets.dropdown("d", ["a", "b", "c", "d"])) == ["a", "c", "d"]
 
 
 # --- notebook 09: figures, panel, exercises ---------------------------------------------------
@@ -188,7 +132,7 @@ def test_roofline_figure_and_panel():
     panel = widgets.roofline_panel()
     panel.set(bandwidth_gb_s=100.0)
     rope_marker = [line for line in panel.figure.axes[0].lines if line.get_label() == "RoPE"][0]
-    intensity = bench.rope_traffic(1, 32, 2048, 128)["intensity"]
+    intensity = cost.rope_traffic(1, 32, 2048, 128)["intensity"]
     assert rope_marker.get_ydata()[0] == pytest.approx(intensity * 100.0)
     panel.set(bandwidth_gb_s=1000.0, peak_gflops=100.0)  # now the compute roof binds
     rope_marker = [line for line in panel.figure.axes[0].lines if line.get_label() == "RoPE"][0]
@@ -227,3 +171,17 @@ def test_exercise_checkers_accept_solutions_and_reject_mistakes(capsys):
     assert not exercises.check_complex_rope(lambda x, cos, sin: rl.apply_rope(x))  # wrong layout
     assert not exercises.check_complex_rope(lambda x, cos, sin: 1 / 0)
     assert "ZeroDivisionError" in capsys.readouterr().out
+
+
+def test_bench_imports_no_drawing_code():
+    """One job per module, no cycle: the benchmark never pulls in widgets, plots or
+    matplotlib (the `widgets` command imports them only when it runs)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, rope_lab.bench, rope_lab.cost, rope_lab.timing; "
+            "print(sorted(m for m in sys.modules if m.startswith(('rope_lab.widgets', "
+            "'rope_lab.plots', 'matplotlib', 'ipywidgets'))))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]"

@@ -4,10 +4,6 @@ Run on the CPU always and on CUDA when present (the ``device`` fixture); the Tri
 is checked on CUDA, and through Triton's CPU interpreter when triton is installed here.
 """
 
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -211,33 +207,6 @@ def test_cuda_reports_whether_triton_runs():
         assert not fast.triton_available()
     else:
         assert fast.triton_available()
-
-
-_INTERPRETER_CHECK = textwrap.dedent("""
-    import torch
-    from rope_lab import _triton_rope, rope
-    for layout in ("half", "interleaved"):
-        for dtype in (torch.float32, torch.bfloat16):
-            x = torch.randn(2, 3, 37, 24).to(dtype)
-            freqs = rope.inv_freq(16)
-            angles = rope.rope_angles(torch.arange(37), freqs)
-            cos, sin = angles.cos(), angles.sin()
-            out = x.clone()
-            assert _triton_rope.rotate(x[..., :16], cos, sin, layout, out[..., :16])
-            expected = rope.rotate_reference(x, cos, sin, layout)
-            tol = 1e-6 if dtype == torch.float32 else 2**-7
-            torch.testing.assert_close(out.float(), expected.float(), rtol=tol, atol=tol)
-    print("ok")
-""")
-
-
-def test_triton_kernel_in_interpreter():
-    """Triton's CPU interpreter runs the real kernel without a GPU (needs triton installed)."""
-    pytest.importorskip("triton")
-    environment = dict(os.environ, TRITON_INTERPRET="1")
-    result = subprocess.run([sys.executable, "-c", _INTERPRETER_CHECK], env=environment,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
 
 def test_repeated_cos_table_is_built_once_and_follows_its_source():

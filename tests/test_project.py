@@ -56,7 +56,7 @@ def test_environment_yml_matches_pyproject():
 def constraints() -> dict[str, str]:
     pins = {}
     for line in (ROOT / "constraints.txt").read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
+        line = line.split("#", 1)[0].split(";", 1)[0].strip()  # markers aside
         if line:
             name, version = line.split("==")
             pins[_name(name)] = version
@@ -91,8 +91,22 @@ def test_installed_environment_matches_constraints():
                     reason="only where `make ... TORCH=cpu` asked for the CPU-only torch")
 def test_cpu_only_torch_brought_no_cuda_packages():
     installed = [d.metadata["Name"] for d in metadata.distributions()]
-    cuda = sorted(n for n in installed if _name(n).startswith(("nvidia-", "cuda-", "triton")))
+    # triton may be there: the test set asks for it (its interpreter runs the CUDA kernel's
+    # tests on a CPU); the lab set does not (test_lab_set_brings_no_triton).
+    cuda = sorted(n for n in installed if _name(n).startswith(("nvidia-", "cuda-")))
     assert not cuda, f"TORCH=cpu was asked for, yet CUDA packages came in: {cuda}"
+
+
+def test_lab_set_brings_no_triton():
+    """`make lab` installs the runtime, lab and models sets: none of them asks for Triton (the
+    PyPI torch wheel for Linux x86_64 brings its own; `make lab TORCH=cpu` brings none)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    makefile = (ROOT / "Makefile").read_text()
+    lab_extras = re.search(r"^LAB_EXTRAS\s*:?=\s*(\S+)", makefile, re.M)[1].split(",")
+    requirements = project["dependencies"] + [
+        r for extra in lab_extras for r in project["optional-dependencies"][extra]]
+    assert not [r for r in requirements if _name(r) == "triton"], requirements
+    assert [r for r in project["optional-dependencies"]["test"] if _name(r) == "triton"]
 
 
 def test_import_is_cheap():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from rope_lab import bench, rope
+from rope_lab import cost, rope
 from rope_lab.exercises.grading import (
     Learner,
     Wrong,
@@ -27,7 +27,7 @@ def check_rope_bytes(rope_bytes: Learner, generator: torch.Generator) -> None:
         rope_bytes.random = number >= len(cases)
         where = f"for shape {shape} with {width}-byte elements"
         answer = answer_number(rope_bytes(*shape, width), where)
-        expected = bench.rope_traffic(*shape, bytes_per_element=width)["tensor_bytes"]
+        expected = cost.rope_traffic(*shape, bytes_per_element=width)["tensor_bytes"]
         if answer != expected:
             hint = " (did you count the write as well as the read?)" \
                 if answer * 2 == expected else ""
@@ -47,7 +47,7 @@ def check_attainable(attainable: Learner, generator: torch.Generator) -> None:
         where = (f"for intensity {args[0]:g} FLOP/byte, peak {args[1]:g} GFLOP/s and "
                  f"{args[2]:g} GB/s")
         answer = answer_number(attainable(*args), where)
-        expected = bench.attainable_gflops(*args)
+        expected = cost.attainable_gflops(*args)
         if abs(answer - expected) > 1e-9 * max(1.0, expected):
             raise Wrong(f"{where} expected {expected:g} GFLOP/s, got {answer:g}")
 

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import math
-import platform
 import sys
 import time
 from pathlib import Path
@@ -33,7 +31,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F  # noqa: N812 — the usual name
 
-from rope_lab import scaling
+from rope_lab import scaling, timing
 from rope_lab.models import POSITION_ENCODINGS, TinyTransformer
 
 RESULTS_PATH = Path(__file__).with_name("extrapolation_results.json")
@@ -198,16 +196,15 @@ def run(config: Config = Config(), device=None, *, progress: bool = True,
 def _provenance(config, device, command, seconds) -> dict:
     import numpy
 
-    from rope_lab import __version__
-
+    machine = timing.provenance(device)
     return {
         "command": command or "python -m rope_lab.experiments.extrapolation",
         "seed": config.seed,
-        "versions": {"rope_lab": __version__, "torch": torch.__version__,
-                     "numpy": numpy.__version__, "python": platform.python_version()},
-        "device": str(device) if device.type != "cuda" else torch.cuda.get_device_name(device),
-        "torch_threads": torch.get_num_threads(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "versions": {"rope_lab": machine["rope_lab"], "torch": machine["torch"],
+                     "numpy": numpy.__version__, "python": machine["python"]},
+        "device": machine["device_name"] if device.type == "cuda" else str(device),
+        "torch_threads": machine["torch_threads"],
+        "date": machine["measured_at"],
         "wall_seconds": round(seconds, 1),
     }
 

@@ -1,0 +1,37 @@
+"""The claims inventory: every checkable claim of the five source posts and where it is checked.
+
+One row per claim in ``rope_lab/data/claims.csv``:
+``post, claim, verdict, condition_or_reason, notebook, cell_id, label``.
+
+- ``verdict``: ``true``, ``false``, ``true under a stated condition``, or ``unverifiable``
+  (no public source can settle it).
+- ``notebook`` + ``cell_id``: the code cell that checks the claim. Cell ids survive
+  ``nbstripout --keep-id``; ``label`` is a piece of that cell's check message, so a row that
+  points at the wrong cell is caught by ``tests/test_claims.py`` even if an id is reused.
+- A claim the course does not check has an empty ``cell_id`` and says why in
+  ``condition_or_reason``.
+"""
+
+from __future__ import annotations
+
+import csv
+from importlib import resources
+
+VERDICTS = ("true", "false", "true under a stated condition", "unverifiable")
+
+
+def load_claims() -> list[dict[str, str]]:
+    """The inventory as a list of rows (dicts keyed by the CSV header)."""
+    text = resources.files("rope_lab").joinpath("data/claims.csv").read_text(encoding="utf-8")
+    return list(csv.DictReader(text.splitlines()))
+
+
+def claims_markdown() -> str:
+    """The inventory as a Markdown table, for notebook 00 and the book."""
+    lines = ["| post | claim | verdict | condition / reason | checked in |",
+             "|---|---|---|---|---|"]
+    for row in load_claims():
+        where = f"{row['notebook']} · `{row['cell_id']}`" if row["cell_id"] else "—"
+        cells = [row["post"], row["claim"], row["verdict"], row["condition_or_reason"], where]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
