@@ -244,12 +244,13 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
     if tensor.dtype == torch.bool or tensor.is_complex():
         raise TypeError(f"{name} must be integer or real, got dtype {tensor.dtype}")
     check_has_data(tensor, name)
-    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-        bad = tensor[~torch.isfinite(tensor)][0].item()
-        raise ValueError(f"{name} must all be finite, found {bad}")
-    if tensor.dtype in (torch.float16, torch.bfloat16, torch.float32) and tensor.numel():
+    if tensor.is_floating_point() and tensor.numel():
+        # One reduction (and one device sync) for both checks: max propagates NaN and inf.
         largest = tensor.abs().max().item()
-        if largest >= FLOAT32_EXACT_LIMIT:
+        if not math.isfinite(largest):
+            bad = tensor[~torch.isfinite(tensor)][0].item()
+            raise ValueError(f"{name} must all be finite, found {bad}")
+        if tensor.dtype != torch.float64 and largest >= FLOAT32_EXACT_LIMIT:
             raise ValueError(
                 f"{name} in {tensor.dtype} reach {largest:g}, but at or beyond 2^24 = "
                 f"{FLOAT32_EXACT_LIMIT} that dtype cannot hold every integer (neighbouring "
@@ -322,8 +323,10 @@ def check_angle_dtype(dtype, name: str = "dtype") -> torch.dtype:
 
 
 def needs_wide_angles(positions: torch.Tensor) -> bool:
-    """True for positions at or beyond 2^24, where float32 angles m·θ_i lose whole radians."""
-    if positions.dtype == torch.float64 or positions.numel() == 0 or positions.is_meta:
+    """True for float64 positions and for integer positions at or beyond 2^24, where float32
+    angles m·θ_i lose whole radians. 16/32-bit float positions that large never get here
+    (:func:`as_positions` refuses them), so only integers cost a reduction."""
+    if positions.is_floating_point() or positions.numel() == 0 or positions.is_meta:
         return positions.dtype == torch.float64
     return bool(positions.abs().max() >= FLOAT32_EXACT_LIMIT)
 

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 
@@ -365,6 +367,10 @@ def _main_rope(argv) -> int:
     shape = tuple(args.shape)
     compile_baseline = args.compile or device.type == "cuda"
 
+    if compile_baseline and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        # A fresh Inductor cache, so that a compiled form's first call is the compile a user
+        # waits for on first use, not a lookup in what an earlier run left on disk.
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="rope_lab-inductor-")
     info = provenance(device, dtype)
     print(f"RoPE benchmark · {info['device_name']} · torch {info['torch']} · "
           f"{info['torch_threads']} threads · {info['dtype']} · shape {shape}")

@@ -498,9 +498,10 @@ _CJK = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]")
 
 
 def cjk_characters(root: Path = ROOT) -> set[str]:
-    """Every CJK character of the course's text: notebooks, markdown and the package."""
+    """Every CJK character of the course's text: notebooks, markdown, the package and its data
+    (the claims table is a page of the book)."""
     files = [*root.glob("notebooks/**/*.ipynb"), *root.glob("notebooks/**/*.md"),
-             root / "README.md", *root.glob("rope_lab/**/*.py")]
+             root / "README.md", *root.glob("rope_lab/**/*.py"), *root.glob("rope_lab/data/*")]
     found = set()
     for path in files:
         if path.exists():

@@ -31,7 +31,9 @@ def claims_markdown() -> str:
     lines = ["| post | claim | verdict | condition / reason | checked in |",
              "|---|---|---|---|---|"]
     for row in load_claims():
-        where = f"{row['notebook']} · `{row['cell_id']}`" if row["cell_id"] else "—"
+        # The check's own message is what a reader finds in the notebook (✔ …); the cell id
+        # stays in the CSV for the test that ties the two together.
+        where = f"{row['notebook']} · ✔ {row['label']}" if row["cell_id"] else "—"
         cells = [row["post"], row["claim"], row["verdict"], row["condition_or_reason"], where]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)

@@ -152,9 +152,10 @@ def auto_backend(x: torch.Tensor, layout: str) -> str:
         return "reference"
     if x.is_cuda and _auto_triton(x.device) is not None:
         return "triton"
+    # The C loop runs one thread below PARALLEL_MIN_ELEMENTS, so there it needs no OpenMP.
+    threads = torch.get_num_threads() if x.numel() >= _ckernel.PARALLEL_MIN_ELEMENTS else 1
     if (layout == "half" and x.device.type == "cpu" and x.dtype == cos_dtype
-            and _ckernel.available()
-            and (torch.get_num_threads() == 1 or _ckernel._library.has_openmp)):
+            and _ckernel.available() and (threads == 1 or _ckernel._library.has_openmp)):
         return "c"
     if layout == "interleaved" and x.dtype == cos_dtype:
         return "complex"

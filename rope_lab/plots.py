@@ -1123,8 +1123,12 @@ def roofline(peak_gflops: float, bandwidth_gb_s: float, points: dict | None = No
                   xytext=(0, 6), textcoords="offset points", fontsize=10)
     for colour, (label, (x, y)) in zip(PALETTE, (points or {}).items(), strict=False):
         axes.loglog([x], [y], "o", markersize=9, color=colour, label=label)
-    axes.set(title="Roofline: RoPE sits on the memory slope",
-             xlabel="arithmetic intensity (FLOP per byte moved)",
+    # The title says where RoPE landed with these roofs (live measurements in notebook 09).
+    title = "Roofline"
+    if "RoPE" in (points or {}):
+        side = "memory slope" if points["RoPE"][0] < ridge else "compute roof"
+        title = f"Roofline: RoPE sits on the {side}"
+    axes.set(title=title, xlabel="arithmetic intensity (FLOP per byte moved)",
              ylabel="attainable GFLOP/s")
     _plain_log_ticks(axes)
     axes.legend(loc="lower right")

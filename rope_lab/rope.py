@@ -80,12 +80,16 @@ def rope_angles(positions, inv_freq: torch.Tensor) -> torch.Tensor:
     _validate.check_table_size(
         "rope_angles", f"{positions.numel()} positions × {inv_freq.numel()} frequencies",
         positions.numel() * inv_freq.numel() * (8 if wide else 4))
-    return _outer_angles(positions, inv_freq)
+    return _outer_angles(positions, inv_freq, wide=wide)
 
 
-def _outer_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
-    """:func:`rope_angles` for trusted inputs (a table no bigger than the x it rotates)."""
-    wide = inv_freq.dtype == torch.float64 or _validate.needs_wide_angles(positions)
+def _outer_angles(positions: torch.Tensor, inv_freq: torch.Tensor, *,
+                  wide: bool | None = None) -> torch.Tensor:
+    """:func:`rope_angles` for trusted inputs (a table no bigger than the x it rotates).
+
+    wide: float64 angles, when the caller already knows; else decided here."""
+    if wide is None:
+        wide = inv_freq.dtype == torch.float64 or _validate.needs_wide_angles(positions)
     dtype = torch.float64 if wide else torch.float32
     return positions.to(dtype)[..., None] * inv_freq.to(dtype)
 

@@ -125,7 +125,10 @@ def test_control_values_cover_the_range():
 def test_roofline_figure_and_panel():
     figure = plots.roofline(1000.0, 50.0, {"RoPE": (0.375, 18.75)})
     axes = figure.axes[0]
-    assert axes.get_xscale() == "log" and axes.get_title() and axes.get_xlabel()
+    assert axes.get_xscale() == "log" and axes.get_xlabel()
+    assert axes.get_title() == "Roofline: RoPE sits on the memory slope"  # 0.375 < ridge 20
+    slow_memory = plots.roofline(10.0, 100.0, {"RoPE": (0.375, 10.0)}).axes[0]  # ridge 0.1
+    assert slow_memory.get_title() == "Roofline: RoPE sits on the compute roof"
     x, y = axes.lines[0].get_data()
     assert y.max() == pytest.approx(1000.0) and y.min() == pytest.approx(x.min() * 50.0)
     assert "roofline_panel" in widgets.PANELS

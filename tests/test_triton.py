@@ -14,6 +14,7 @@ import warnings
 
 import pytest
 import torch
+from dense_oracle import dense_rope  # tests/dense_oracle.py
 
 import rope_lab as rl
 from rope_lab import fast
@@ -73,16 +74,7 @@ def test_equals_a_dense_rotation_matrix_in_float64(layout):
     """Independent of the package's formula: R_m x with R_m built entry by entry."""
     x = _randn(1, 2, 6, 8, dtype=torch.float64)
     got = rl.apply_rope(x, layout=layout, backend="triton").cpu()
-    expected = torch.empty_like(got)
-    theta = 10_000.0 ** (-torch.arange(4, dtype=torch.float64) / 4)
-    first, second = rl.rope_pairs(8, layout)
-    for m in range(6):
-        rotation = torch.zeros(8, 8, dtype=torch.float64)
-        for i in range(4):
-            c, s = torch.cos(m * theta[i]), torch.sin(m * theta[i])
-            a, b = first[i], second[i]
-            rotation[a, a], rotation[a, b], rotation[b, a], rotation[b, b] = c, -s, s, c
-        expected[..., m, :] = x[..., m, :].cpu() @ rotation.T
+    expected = dense_rope(x, layout)
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
 
 
