@@ -426,6 +426,8 @@ def _main_widgets(argv) -> int:
 
     report = widgets.redraw_times()
     print(widgets.format_redraw_table(report))
+    print("(median Python redraw per move: compute, Agg draw and PNG; the browser adds the "
+          "round trip and the paint, measured by tests/browser/test_panels_in_browser.py)")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"provenance": provenance("cpu", torch.float32), "panels": report},

@@ -166,7 +166,7 @@ def freeze_widget(model_id: str, models: dict, shown_above: list[str] = ()) -> l
     """
     from nbformat.v4 import new_output
 
-    images, settings = [], []
+    images, settings, css_width = [], [], None
     for model in _walk(model_id, models, set()):
         state = model.get("state", {})
         if model.get("model_name") == "OutputModel":
@@ -176,6 +176,9 @@ def freeze_widget(model_id: str, models: dict, shown_above: list[str] = ()) -> l
             # the PNG travels as a binary buffer, base64-encoded in the saved state
             images += [buffer["data"] for buffer in model.get("buffers", [])
                        if buffer.get("path") == ["value"] and buffer.get("data")]
+            # a panel's PNG has twice the pixels of its CSS width (crisp when zoomed)
+            width = str(state.get("width", ""))
+            css_width = int(width) if width.isdigit() else None
         elif state.get("description") and "value" in state:
             value = state["value"]
             settings.append(f"{state['description']} = "
@@ -193,7 +196,8 @@ def freeze_widget(model_id: str, models: dict, shown_above: list[str] = ()) -> l
     note = ("*Interactive panel: run the notebook (JupyterLab, VS Code or Colab) to move "
             f"its controls.{shown}*" if images else
             "*Interactive widget: run the notebook to use it; it has no static figure.*")
-    outputs = [new_output("display_data", data={"image/png": png})
+    outputs = [new_output("display_data", data={"image/png": png},
+                          metadata={"image/png": {"width": css_width}} if css_width else {})
                for png in ([] if duplicate else images[-1:])]
     return outputs + [new_output("display_data", data={"text/markdown": note,
                                                        "text/plain": note})]

@@ -1,10 +1,14 @@
 """The claims inventory: every checkable claim of the five source posts and where it is checked.
 
 One row per claim in ``rope_lab/data/claims.csv``:
-``post, claim, verdict, condition_or_reason, notebook, cell_id, label``.
+``post, line, anchor, claim, verdict, condition_or_reason, notebook, cell_id, label``.
 
+- ``post`` + ``line`` + ``anchor``: where the claim is made. ``line`` is the 1-based line of the
+  post's text file (``NNN_*.txt`` in the course's source-post folder) and ``anchor`` a short
+  verbatim piece of that line, so the attribution can be confirmed mechanically
+  (``tests/test_claims.py`` does, wherever the posts are available: set ``ROPE_LAB_SEEDS``).
 - ``verdict``: ``true``, ``false``, ``true under a stated condition``, or ``unverifiable``
-  (no public source can settle it).
+  (no public source or experiment here can settle it).
 - ``notebook`` + ``cell_id``: the code cell that checks the claim. Cell ids survive
   ``nbstripout --keep-id``; ``label`` is a piece of that cell's check message, so a row that
   points at the wrong cell is caught by ``tests/test_claims.py`` even if an id is reused.
@@ -26,6 +30,14 @@ def load_claims() -> list[dict[str, str]]:
     return list(csv.DictReader(text.splitlines()))
 
 
+def counts() -> dict[str, int]:
+    """How many claims have each verdict, and how many no check cell (``"not taught"``)."""
+    rows = load_claims()
+    found = {verdict: sum(row["verdict"] == verdict for row in rows) for verdict in VERDICTS}
+    found["not taught"] = sum(not row["cell_id"] for row in rows)
+    return found
+
+
 def claims_markdown() -> str:
     """The inventory as a Markdown table, for notebook 00 and the book."""
     lines = ["| post | claim | verdict | condition / reason | checked in |",
@@ -34,6 +46,7 @@ def claims_markdown() -> str:
         # The check's own message is what a reader finds in the notebook (✔ …); the cell id
         # stays in the CSV for the test that ties the two together.
         where = f"{row['notebook']} · ✔ {row['label']}" if row["cell_id"] else "—"
-        cells = [row["post"], row["claim"], row["verdict"], row["condition_or_reason"], where]
+        cells = [f"{row['post']} l. {row['line']}", row["claim"], row["verdict"],
+                 row["condition_or_reason"], where]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)

@@ -225,19 +225,30 @@ def relative_kernel(freqs: torch.Tensor, offsets) -> torch.Tensor:
     return angles.cos().mean(dim=-1)
 
 
-def mrope_positions(text_before: int, grid_thw, text_after: int = 0) -> torch.Tensor:
+MROPE_RULES = ("qwen2-vl", "transformers")
+
+
+def mrope_positions(text_before: int, grid_thw, text_after: int = 0, *,
+                    rule: str = "qwen2-vl") -> torch.Tensor:
     """M-RoPE coordinates (t, h, w) for [text, one image or video, text], as in Qwen2-VL.
 
     Text token m gets (m, m, m). The vision tokens (raster order: frame, row, column) get
-    (s + t, s + h, s + w) with s the next free position. Text after them starts at one past
-    the largest position used so far, as in the Qwen2-VL paper. (transformers 5's
-    ``get_rope_index`` resumes at s + max(rows, columns): the same unless a video has more
-    frames than rows and columns.)
+    (s + t, s + h, s + w) with s the next free position. Where the text after them resumes
+    depends on the rule:
+
+        "qwen2-vl"      one past the largest position used so far, s + max(frames, rows,
+                        columns): the Qwen2-VL paper and the ``get_rope_index`` the model
+                        shipped with (transformers 4.x, up to 5.2)
+        "transformers"  s + max(rows, columns), frames ignored: ``get_rope_index`` from
+                        transformers 5.3 on
+
+    The two agree unless a video has more frames than rows and columns.
 
     Args:
         text_before: number of text tokens before the image or video.
         grid_thw: (frames, rows, columns) of the vision tokens (after patch merging).
         text_after: number of text tokens after it.
+        rule: "qwen2-vl" or "transformers", see above.
 
     Returns:
         ``(seq, 3)`` long tensor.
@@ -253,11 +264,14 @@ def mrope_positions(text_before: int, grid_thw, text_after: int = 0) -> torch.Te
         raise ValueError(
             f"grid_thw must be three positive ints (frames, rows, columns), got {grid_thw!r}"
         ) from error
+    if rule not in MROPE_RULES:
+        raise ValueError(f"rule must be one of {MROPE_RULES}, got {rule!r}")
     before = torch.arange(text_before)[:, None].expand(-1, 3)
     t, h, w = torch.meshgrid(torch.arange(frames), torch.arange(rows), torch.arange(columns),
                              indexing="ij")
     vision = torch.stack((t.flatten(), h.flatten(), w.flatten()), dim=-1) + text_before
-    start = int(vision.max()) + 1
+    start = (int(vision.max()) + 1 if rule == "qwen2-vl"
+             else text_before + max(rows, columns))
     after = torch.arange(start, start + text_after)[:, None].expand(-1, 3)
     return torch.cat((before, vision, after))
 

@@ -15,6 +15,13 @@ looks more like what the model was trained on.
     llama3   the same idea with the split set by wavelength: unchanged below L/high_freq_factor,
              θ_i/s above L/low_freq_factor, a smooth blend in between
 
+Two methods take more than one knob, so they are not among the one-factor ``METHODS``:
+
+    longrope      θ'_i = θ_i / λ_i with a searched factor per pair, one list (``short_factor``)
+                  up to the trained length L and another (``long_factor``) past it (Phi-3)
+    proportional  θ'_i = base^(−2i/d)/s for the first p·d/2 pairs, 0 for the rest: those
+                  pairs never rotate (p-RoPE, Barbero et al. 2024; Gemma 4's global layers)
+
 Every method is one plain function with the same inputs and the same return
 ``(inv_freq, attention_factor)`` — as in Hugging Face ``modeling_rope_utils.py`` — and
 :func:`scaled_inv_freq` picks one by name. ``attention_factor`` multiplies cos and sin
@@ -173,22 +180,93 @@ def llama3_inv_freq(dim: int, *, base: float = DEFAULT_BASE, factor: float = 1.0
         λ_i > L/low_freq_factor       θ_i / s
         otherwise                     (1 − g)·θ_i/s + g·θ_i,  g = (L/λ_i − low)/(high − low)
 
-    Meta's release used s = 8, low = 1, high = 4, L = 8192.
+    Meta's release used s = 8, low = 1, high = 4, L = 8192. The rule shipped with Llama 3.1:
+    ``apply_scaling`` in Meta's reference code (github.com/meta-llama/llama-models,
+    ``models/llama3/reference_impl/model.py``); transformers calls it ``rope_type="llama3"``.
     """
     _check_common(dim, base, factor, original_max_position, seq_len, dtype, need_length=True)
     _check_positive_number(low_freq_factor, "low_freq_factor")
     _check_positive_number(high_freq_factor, "high_freq_factor")
-    if high_freq_factor <= low_freq_factor:
+    if high_freq_factor < low_freq_factor:
         raise ValueError(
-            f"high_freq_factor must be greater than low_freq_factor, got "
-            f"high_freq_factor={high_freq_factor} and low_freq_factor={low_freq_factor}"
+            f"high_freq_factor must be greater than low_freq_factor (or equal: a hard switch "
+            f"at λ = L/low_freq_factor), got high_freq_factor={high_freq_factor} and "
+            f"low_freq_factor={low_freq_factor}"
         )
     theta = _theta(dim, base, device)
     wavelength = 2 * math.pi / theta
     turns = original_max_position / wavelength  # L/λ_i
-    blend = ((turns - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
+    if high_freq_factor == low_freq_factor:  # no blend band (Llama 4's test configs)
+        blend = (turns > high_freq_factor).to(theta.dtype)
+    else:
+        blend = ((turns - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
     scaled = (1 - blend) * theta / factor + blend * theta
     return scaled.to(dtype), 1.0
+
+
+def longrope_inv_freq(dim: int, *, base: float = DEFAULT_BASE, factor: float = 1.0,
+                      original_max_position: int | None = None, seq_len: int | None = None,
+                      device=None, dtype=torch.float32, short_factor=None, long_factor=None,
+                      attention_factor: float | None = None) -> tuple[torch.Tensor, float]:
+    """LongRoPE (Ding et al. 2024; Phi-3): a searched rescale λ_i for every pair.
+
+        θ'_i = θ_i / λ_i,   λ = short_factor while ℓ ≤ L,  long_factor once ℓ > L
+
+    ℓ = ``seq_len`` (None: the short list, as at a model's start), L = ``original_max_position``.
+    The switch is for the whole sequence at once: a prompt that grows past L changes the
+    frequencies of every position, the cached keys included.
+
+    attention_factor: default √(1 + ln s / ln L) for s = ``factor`` > 1 (else 1), s being the
+    context extension (Phi-3: max_position_embeddings / original_max_position_embeddings).
+    """
+    _check_common(dim, base, factor, original_max_position, seq_len, dtype, need_length=True)
+    lists = {}
+    for name, values in (("short_factor", short_factor), ("long_factor", long_factor)):
+        if not isinstance(values, (list, tuple)) or not all(
+                not isinstance(v, bool) and isinstance(v, (int, float)) for v in values):
+            raise TypeError(f"{name} must be a list of {dim // 2} numbers (one per pair), "
+                            f"got {values!r}")
+        if len(values) != dim // 2:
+            raise ValueError(f"{name} must have one number per pair, dim // 2 = {dim // 2}, "
+                             f"got {len(values)}")
+        if not all(math.isfinite(v) and v > 0 for v in values):
+            raise ValueError(f"{name} must hold finite numbers greater than 0, got {values!r}")
+        lists[name] = torch.tensor(values, dtype=torch.float64, device=device)
+    if attention_factor is None:
+        attention_factor = (1.0 if factor <= 1 else
+                            math.sqrt(1 + math.log(factor) / math.log(original_max_position)))
+    else:
+        attention_factor = _check_positive_number(attention_factor, "attention_factor")
+    long = seq_len is not None and seq_len > original_max_position
+    rescale = lists["long_factor" if long else "short_factor"]
+    return (_theta(dim, base, device) / rescale).to(dtype), float(attention_factor)
+
+
+def proportional_inv_freq(dim: int, *, base: float = DEFAULT_BASE, factor: float = 1.0,
+                          original_max_position: int | None = None, seq_len: int | None = None,
+                          device=None, dtype=torch.float32,
+                          partial_rotary_factor: float = 1.0) -> tuple[torch.Tensor, float]:
+    """Proportional RoPE (p-RoPE, Barbero et al. 2024): only a fraction p of the pairs rotate.
+
+        θ'_i = base^(−2i/d) / s   for i < ⌊p·d⌋ // 2,      θ'_i = 0   for the other pairs
+
+    Unlike a partial rotary dimension, the exponent keeps the full head dim d, so the
+    rotating pairs are the fast end of the *full* spectrum and the slowest ones are set to
+    exactly 0 (a pair that never turns carries no position: semantic channels). Returns d/2
+    entries. Gemma 4's global layers use p = 0.25.
+    """
+    _check_common(dim, base, factor, original_max_position, seq_len, dtype)
+    if isinstance(partial_rotary_factor, bool) or not isinstance(partial_rotary_factor,
+                                                                 (int, float)):
+        raise TypeError(f"partial_rotary_factor must be a number in (0, 1], got "
+                        f"{partial_rotary_factor!r}")
+    if not 0 < partial_rotary_factor <= 1:
+        raise ValueError(f"partial_rotary_factor must be in (0, 1] (the fraction of pairs that "
+                         f"rotate), got {partial_rotary_factor}")
+    rotating = int(partial_rotary_factor * dim // 2)
+    theta = _theta(dim, base, device)
+    theta[rotating:] = 0.0
+    return (theta / factor).to(dtype), 1.0
 
 
 # method name → function; the dispatcher's choices, in the order the notebook plots them.

@@ -1,10 +1,13 @@
 """Slider panels wired to :mod:`rope_lab.plots`.
 
-A :class:`Panel` owns a plot function and a set of ipywidgets controls. Moving a control
-calls the plot function with the current values, renders the figure to PNG once and puts
-the bytes into an ``ipywidgets.Image`` (the picture is swapped in place: no flicker, no
-layout jump). Sliders use ``continuous_update=False`` so a redraw happens when the student
-lets go.
+A :class:`Panel` owns a plot function and a set of ipywidgets controls. The first draw
+builds the figure; every course figure is a *live* figure (:func:`rope_lab.plots.live`),
+so moving a control then only moves its artists and redraws them over the cached static
+layer (axes, ticks, labels: "blitting"), renders one PNG at twice the CSS resolution and
+puts the bytes into an ``ipywidgets.Image`` (the picture is swapped in place: no flicker,
+no layout jump). One move, one redraw. Sliders use ``continuous_update=False`` so a redraw
+happens when the student lets go, and sliders over orders of magnitude stop on round
+values only (:func:`choice`, :data:`BASES`, :data:`SCALE_FACTORS`).
 
 Why an Image and not an Output widget: a figure displayed into an ``Output`` makes
 nbclient (behind nbconvert --execute, papermill, nbval and ``make book``) echo the captured
@@ -82,6 +85,11 @@ class Panel:
             raise ValueError(
                 f"unknown control(s) {sorted(unknown)}; this panel has {sorted(self.controls)}"
             )
+        for name, value in values.items():
+            offered = _offered(self.controls[name])
+            if offered is not None and not any(_same(value, o) for o in offered):
+                raise ValueError(f"{name} must be one of {_listing(offered)} (the values its "
+                                 f"control offers), got {value!r}")
         self._holding = True  # one redraw for all the values, not one per control
         try:
             for name, value in values.items():
@@ -92,33 +100,53 @@ class Panel:
         return self.figure
 
     def redraw(self):
+        """Draw the figure for the controls' values and show it; return the figure.
+
+        A figure marked :func:`rope_lab.plots.live` is built once and then updated in
+        place (its artists move, nothing is rebuilt); any other figure is built anew.
+        Either way: one Agg draw, one PNG, one message to the front end.
+        """
         start = time.perf_counter()
-        self.figure = self.plot(**self.fixed, **self.values)
-        layout_key = self._layout_key()
-        frozen = self._layouts.get(layout_key)
-        laid_out = _uses_constrained_layout(self.figure)
-        if laid_out and frozen is not None and len(frozen) == len(self.figure.axes):
+        values = {**self.fixed, **self.values}
+        update = getattr(self.figure, "rope_lab_update", None)
+        with _one_torch_thread():
+            if update is None or not update(**values):
+                self._build(values)
+            self.png = plots.render_png(self.figure)
+        if _uses_constrained_layout(self.figure):
             # Constrained layout measures every label on every draw, about a third of a
-            # redraw. A slider rarely moves the margins, so reuse the positions it found.
-            self.figure.set_layout_engine("none")
-            for axes, position in zip(self.figure.axes, frozen, strict=True):
-                axes.set_position(position)
-        self.png = plots.render_png(self.figure)
-        if laid_out and frozen is None:
-            self._layouts[layout_key] = [axes.get_position() for axes in self.figure.axes]
+            # redraw. A slider rarely moves the margins, so keep the positions it found.
+            self._layouts[self._layout_key()] = [axes.get_position()
+                                                 for axes in self.figure.axes]
+            self._freeze_layout(self.figure, self._layouts[self._layout_key()])
         self.redraw_seconds.append(time.perf_counter() - start)
-        # Shown at the figure's size in CSS px (inches × its dpi), whatever resolution the
-        # PNG has: a PNG rendered at a higher dpi then stays crisp instead of coming out
-        # bigger. The front end's CSS caps it at the output's width, keeping the aspect.
+        # Shown at the figure's size in CSS px (inches × DISPLAY_DPI), whatever resolution
+        # the PNG has: rendered at PIXEL_RATIO times that, it stays crisp when zoomed. The
+        # front end's CSS caps it at the output's width, keeping the aspect.
         with self.image.hold_sync():  # one message to the front end
             self.image.width = str(self.css_width)
             self.image.value = self.png
         return self.figure
 
+    def _build(self, values: dict):
+        figure = self.plot(**values)
+        figure.set_dpi(plots.DISPLAY_DPI * plots.PIXEL_RATIO)
+        frozen = self._layouts.get(self._layout_key())
+        if (_uses_constrained_layout(figure) and frozen is not None
+                and len(frozen) == len(figure.axes)):
+            self._freeze_layout(figure, frozen)
+        self.figure = figure
+
+    @staticmethod
+    def _freeze_layout(figure, positions):
+        figure.set_layout_engine("none")
+        for axes, position in zip(figure.axes, positions, strict=True):
+            axes.set_position(position)
+
     @property
     def css_width(self) -> int:
         """Width the figure is shown at, in CSS px."""
-        return round(self.figure.get_figwidth() * self.figure.dpi)
+        return round(self.figure.get_figwidth() * plots.DISPLAY_DPI)
 
     def _layout_key(self) -> tuple:
         return tuple(
@@ -146,6 +174,21 @@ class Panel:
             "text/plain": text,
         }
         return data, {"image/png": {"width": self.css_width}}
+
+
+@contextlib.contextmanager
+def _one_torch_thread():
+    """Compute a redraw's small tensors on one thread: a second intra-op thread only waits
+    for a core, and on a busy 2-core laptop that wait can cost more than the whole redraw
+    (measured: 79 ms → 17 ms for notebook 05's curves under load)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _uses_constrained_layout(figure) -> bool:
@@ -215,6 +258,53 @@ def dropdown(description: str, options, value=None):
                             style={"description_width": "initial"})
 
 
+# Round values for the sliders that span orders of magnitude: every stop is a value worth
+# looking at (and a figure of its own), and the title shows exactly the value picked.
+BASES = (1.0, 10.0, 100.0, 500.0, 1e3, 1e4, 5e5, 1e6)
+SCALE_FACTORS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+
+
+def choice(description: str, values, value, *, name: str | None = None):
+    """A slider that stops on ``values`` only (an ipywidgets ``SelectionSlider``), each
+    labelled with :func:`rope_lab.plots.number`, release-to-update.
+
+    ``value`` must be one of ``values``: anything else is refused with a ValueError naming
+    ``name`` (the panel factory's argument) and the values offered.
+    """
+    values = tuple(values)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name or f'the value of slider {description!r}'} must be a number, "
+                        f"got {value!r} of type {type(value).__name__}")
+    picked = next((v for v in values if _same(value, v)), None)
+    if picked is None:
+        raise ValueError(f"{name or f'the value of slider {description!r}'} must be one of "
+                         f"{_listing(values)} (the values its slider takes), got {value!r}")
+    return widgets.SelectionSlider(
+        description=description, options=[(plots.number(v), v) for v in values],
+        value=picked, continuous_update=False, style={"description_width": "initial"},
+        layout=widgets.Layout(width="320px"))
+
+
+def _offered(control):
+    """The values a choice control (selection slider, dropdown) offers, else None."""
+    options = getattr(control, "_options_values", None)
+    return None if options is None else tuple(options)
+
+
+def _same(value, option) -> bool:
+    if isinstance(value, bool) != isinstance(option, bool):
+        return False
+    try:
+        return value == option
+    except Exception:  # noqa: BLE001 - an exotic value is simply not an option
+        return False
+
+
+def _listing(values) -> str:
+    return ", ".join(plots.number(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
+                     else repr(v) for v in values)
+
+
 # --- 02 absolute position encodings -------------------------------------------------------
 
 
@@ -223,7 +313,7 @@ def sinusoidal_panel(dim: int = 64, base: float = 10000.0, length: int = 128) ->
     """Sinusoidal PE heatmap and PE(p)·PE(p+k) against k; sliders for dim, base and length."""
     return Panel(plots.sinusoidal_pe_figure, {
         "dim": slider("int", "dim d", dim, 8, 256, step=8, name="dim"),
-        "base": slider("log", "base", base, 1, 6, step=0.25, name="base"),
+        "base": choice("base", BASES, base, name="base"),
         "length": slider("int", "length L", length, 16, 512, step=16, name="length"),
     })
 
@@ -255,7 +345,7 @@ def rope_frequencies_panel():
     """Head dimension and base → per-pair wavelengths and the (position × pair) angles."""
     return Panel(plots.rope_frequencies, {
         "dim": slider("int", "head dim d", 64, 8, 256, 8),
-        "base": slider("log", "base", 10000.0, 1, 6, 0.1),
+        "base": choice("base", BASES, 10000.0),
     })
 
 
@@ -264,7 +354,7 @@ def angle_precision_panel():
     """Pick the dtype the angles m·θ_i are computed in; see phase and cos errors grow."""
     return Panel(plots.angle_precision, {
         "dtype": dropdown("angles computed in", ["bfloat16", "float16", "float32"]),
-        "base": slider("log", "base", 10000.0, 2, 6, 0.1),
+        "base": choice("base", BASES[2:], 10000.0),
     })
 
 
@@ -274,7 +364,7 @@ def angle_precision_panel():
 def decay_panel():
     """Base, head dim, max distance and q/k mode → the score curve and the Abel factor."""
     return Panel(plots.decay_and_abel, {
-        "base": slider("log", "base", 10000.0, 0, 6, 0.05),
+        "base": choice("base", BASES, 10000.0),
         "dim": slider("int", "head dim d", 128, 8, 256, 8),
         "max_distance": slider("int", "max distance Δ", 1024, 64, 4096, 64),
         "mode": dropdown("q, k", ["ones", "random", "correlated"]),
@@ -287,15 +377,28 @@ def decay_panel():
 def scaling_panel():
     """Scale factor, method, YaRN's betas and the trained length → frequency overlay and
     wavelength chart (the betas matter for "yarn" only)."""
-    return Panel(plots.scaling_explorer, {
-        "factor": slider("log", "scale factor s", 8.0, 0.0, 1.5, step=0.05),
+    panel = Panel(plots.scaling_explorer, {
+        "factor": choice("scale factor s", SCALE_FACTORS, 8.0),
         "method": dropdown("method", ["default", "linear", "ntk", "dynamic", "yarn", "llama3"],
                            value="yarn"),
-        "beta_fast": slider("float", "YaRN beta_fast", 32.0, 4.0, 128.0, step=1.0),
-        "beta_slow": slider("float", "YaRN beta_slow", 1.0, 0.25, 2.0, step=0.25),
+        # Powers of two: every stop moves YaRN's ramp to other pairs (a step of 1 mostly
+        # did not: 125 values drew 13 different figures).
+        "beta_fast": choice("YaRN beta_fast", (4.0, 8.0, 16.0, 32.0, 64.0, 128.0), 32.0),
+        "beta_slow": choice("YaRN beta_slow", (0.25, 0.5, 1.0, 2.0), 1.0),
         "original_length": dropdown("original length L", [256, 512, 1024, 2048, 4096, 8192],
                                     value=2048),
     }, fixed={"dim": 64, "base": 10000.0})
+    # The betas shape YaRN only: greyed out for the other methods, where a step of theirs
+    # would change nothing.
+    betas = [panel.controls["beta_fast"], panel.controls["beta_slow"]]
+
+    def only_for_yarn(change=None):
+        for control in betas:
+            control.disabled = panel.controls["method"].value != "yarn"
+
+    panel.controls["method"].observe(only_for_yarn, names="value")
+    only_for_yarn()
+    return panel
 
 
 # --- 07 linear attention ------------------------------------------------------------------
@@ -305,7 +408,7 @@ def scaling_panel():
 def linear_attention_normalizer_panel():
     """Rotated vs unrotated denominators of causal linear attention: base, d, L."""
     return Panel(plots.linear_attention_normalizers, {
-        "base": slider("log", "base", 100.0, 0, 5),
+        "base": choice("base", BASES[:6], 100.0),
         "dim": slider("int", "head dim d", 8, 2, 64, step=2),
         "length": slider("int", "length L", 256, 16, 512, step=16),
     })
@@ -318,13 +421,17 @@ def rope_2d_panel():
     """Axial 2D vs flattened 1D RoPE kernels: grid size and base."""
     return Panel(plots.rope_2d_kernels, {
         "size": slider("int", "grid size (patches per side)", 8, 3, 16),
-        "base": slider("log", "base", 100.0, 0, 4),
+        "base": choice("base", BASES[:6], 100.0),
     })
 
 
 def _axial_and_mixed(angle_degrees: float, base: float):
     """RoPE-Mixed at one direction, next to axial RoPE (direction 0°) for reference."""
-    return plots.rope_mixed_kernels((0.0, angle_degrees), base=base)
+    figure = plots.rope_mixed_kernels((0.0, angle_degrees), base=base)
+    update = figure.rope_lab_update
+    figure.rope_lab_update = lambda angle_degrees, base: update(
+        angles_degrees=(0.0, angle_degrees), base=base)
+    return figure
 
 
 @register
@@ -332,7 +439,7 @@ def rope_mixed_panel():
     """RoPE-Mixed kernel: frequency direction angle and base."""
     return Panel(_axial_and_mixed, {
         "angle_degrees": slider("float", "direction angle (°)", 30.0, 0.0, 90.0, step=5.0),
-        "base": slider("log", "base", 10.0, 0, 4),
+        "base": choice("base", BASES[:6], 10.0),
     })
 
 
@@ -341,7 +448,7 @@ def mrope_panel():
     """M-RoPE section split: pairs for time (h and w share the rest), and base."""
     return Panel(plots.mrope_sections, {
         "temporal_pairs": slider("int", "pairs for t (h, w share the rest)", 16, 0, 64),
-        "base": slider("log", "base", 1e6, 2, 7),
+        "base": choice("base", BASES[2:], 1e6),
     })
 
 
@@ -353,7 +460,7 @@ def roofline_panel():
     """Move the machine's bandwidth and peak: where do RoPE and a matmul land?"""
     from rope_lab import cost
 
-    def draw(bandwidth_gb_s, peak_gflops, seq, bytes_per_element):
+    def points(bandwidth_gb_s, peak_gflops, seq, bytes_per_element):
         rope = cost.rope_traffic(1, 32, seq, 128, bytes_per_element=bytes_per_element)
         # A (seq × 128) @ (128 × seq) score matmul per head: 2·L²·d FLOPs over 2·L·d + L²
         # elements moved.
@@ -364,12 +471,18 @@ def roofline_panel():
             "scores q kᵀ": (matmul, cost.attainable_gflops(matmul, peak_gflops,
                                                            bandwidth_gb_s)),
         }
-        return plots.roofline(peak_gflops, bandwidth_gb_s, points)
+        return {"peak_gflops": peak_gflops, "bandwidth_gb_s": bandwidth_gb_s, "points": points}
+
+    def draw(**values):
+        figure = plots.roofline(**points(**values))
+        update = figure.rope_lab_update
+        figure.rope_lab_update = lambda **values: update(**points(**values))
+        return figure
 
     return Panel(draw, {
-        "bandwidth_gb_s": slider("log", "bandwidth (GB/s)", 50.0, 1, 3.5),
-        "peak_gflops": slider("log", "peak (GFLOP/s)", 1000.0, 2, 6),
-        "seq": slider("int", "sequence length L", 2048, 128, 8192, step=128),
+        "bandwidth_gb_s": choice("bandwidth (GB/s)", plots.one_two_five(10, 2000), 50.0),
+        "peak_gflops": choice("peak (GFLOP/s)", plots.one_two_five(100, 1e6), 1000.0),
+        "seq": choice("sequence length L", [2**e for e in range(7, 14)], 2048),
         "bytes_per_element": dropdown("bytes per element", [("float32", 4), ("bfloat16", 2)],
                                       value=4),
     })
@@ -433,11 +546,16 @@ def redraw_times(panels: dict | None = None, *, values_per_control: int = 3) -> 
     return report
 
 
-def format_redraw_table(report: dict, target_ms: float = 100.0) -> str:
-    lines = [f"{'panel':32} {'redraws':>7} {'median ms':>10} {'max ms':>8}  ≤ {target_ms:g} ms"]
+# Key press to new pixels within 100 ms in the browser (tests/browser measures it); the
+# kernel's share, which this benchmark times, must stay within 60 ms of that.
+PYTHON_REDRAW_TARGET_MS = 60.0
+
+
+def format_redraw_table(report: dict, target_ms: float = PYTHON_REDRAW_TARGET_MS) -> str:
+    lines = [f"{'panel':34} {'redraws':>7} {'median ms':>10} {'max ms':>8}  ≤ {target_ms:g} ms"]
     for name, row in report.items():
         verdict = "yes" if row["median_ms"] <= target_ms else "NO"
-        lines.append(f"{name:32} {row['redraws']:7d} {row['median_ms']:10.1f} "
+        lines.append(f"{name:34} {row['redraws']:7d} {row['median_ms']:10.1f} "
                      f"{row['max_ms']:8.1f}  {verdict}")
     if not report:
         lines.append("(no panels registered)")

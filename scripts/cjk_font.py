@@ -2,8 +2,9 @@
 
 The static book (``make book``) must show its Chinese words on a machine with no CJK
 system font (Debian's chromium brings none), so the site ships a web font. A whole CJK
-font is 16 MB; the course uses under a hundred characters, so this script keeps only
-those, from Noto Sans CJK SC (SIL Open Font License 1.1, see cjk-subset.LICENSE.txt).
+font is 16 MB; the course uses a few hundred characters (the claims table quotes the
+posts), so this script keeps only those, from Noto Sans CJK SC (SIL Open Font License 1.1,
+see cjk-subset.LICENSE.txt).
 
 Run it (``make cjk-font``) after adding Chinese text; ``tests/test_book.py`` fails, naming
 the missing characters, until you do. It needs the full font once, from Debian's

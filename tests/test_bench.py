@@ -146,7 +146,15 @@ def test_performance_figures_plot_the_numbers():
     rows = [{"name": "clone", "layout": "half", "times_clone": 1.0},
             {"name": "apply_rope (default)", "layout": "half", "times_clone": 1.2},
             {"name": "x", "layout": "interleaved", "times_clone": 9.0}]
-    bars = plots.implementation_bars(rows, layout="half").axes[0]
+    stems = plots.implementation_bars(rows, layout="half").axes[0]
+    # log axis: no bars (their length would mean nothing), a stem from the copy (1×) each
+    assert not stems.patches
+    horizontal = [line for line in stems.lines
+                  if len(line.get_ydata()) == 2 and line.get_ydata()[0] == line.get_ydata()[1]]
+    assert [list(line.get_xdata()) for line in horizontal] == [
+        [1.0, 1.0], [1.0, 1.2]]
+    assert len(stems.get_xticks()) >= 3  # never a log axis with a single tick
+    bars = plots.implementation_bars(rows, layout="half", log=False).axes[0]
     assert [p.get_width() for p in bars.patches] == [1.0, 1.2]
     sweep = [{"seq": 4, "clone_ms": 1.0, "apply_rope_ms": 2.0, "reference_ms": 3.0},
              {"seq": 8, "clone_ms": 2.0, "apply_rope_ms": 4.0, "reference_ms": 6.0}]

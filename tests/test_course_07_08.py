@@ -15,7 +15,8 @@ from rope_lab import linear_attention as la
 
 def test_normalizer_figure_draws_both_denominators():
     figure = plots.linear_attention_normalizers(base=100.0, dim=8, length=64, seed=3)
-    plain, rotated = (line.get_ydata() for line in figure.axes[0].lines[:2])
+    # the unrotated sum on the top axes, the rotated one on its own axes below
+    plain, rotated = figure.axes[0].lines[0].get_ydata(), figure.axes[1].lines[0].get_ydata()
     generator = torch.Generator().manual_seed(3)
     q, k = torch.randn(2, 64, 8, generator=generator, dtype=torch.float64)
     expected = la.linear_attention_normalizers(q, k, rotated=True, base=100.0)

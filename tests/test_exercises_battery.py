@@ -22,7 +22,7 @@ import torch
 from test_exercises_05 import bisection  # the monotone-search mistake of 05.3
 
 import rope_lab as rl
-from rope_lab import decay, exercises, nd
+from rope_lab import decay, exercises, hf, nd
 from rope_lab import linear_attention as la
 from rope_lab.exercises import grading
 
@@ -74,7 +74,7 @@ def _assert_failed_cleanly(passed, out, err, elapsed, limit=5.0):
 
 
 def test_every_grader_has_a_solution():
-    assert len(NAMES) == 25
+    assert len(NAMES) == 32
     assert set(SOLUTION) == set(NAMES)
 
 
@@ -141,6 +141,20 @@ VARIANTS = {
     "check_layout_permutation": [lambda d: torch.arange(d).reshape(-1, 2).T.flatten()],
     "check_sinusoidal_pe": [lambda length, dim, base: SOLUTION["check_sinusoidal_pe"](
         length, dim, base).double()],
+    "check_p_rope_speeds": [lambda d, b, p: SOLUTION["check_p_rope_speeds"](d, b, p).float()],
+    "check_seed_verdict": [lambda a, b: torch.tensor(SOLUTION["check_seed_verdict"](a, b)),
+                           lambda a, b: np.int64(SOLUTION["check_seed_verdict"](a, b))],
+    # 11.1: padding slots may hold anything; int32 is an integer tensor too
+    "check_position_ids": [lambda mask: mask.long().cumsum(-1) - 1,
+                           lambda mask: (mask.cumsum(-1) - 1).clamp(min=0).int()],
+    "check_packed_positions": [lambda lengths: np.array([[p for n in lengths
+                                                          for p in range(n)]])],
+    "check_partial_rotary": [lambda q, k, cos, sin: tuple(
+        t.float() for t in SOLUTION["check_partial_rotary"](q.double(), k.double(),
+                                                            cos.double(), sin.double()))],
+    # 10.1 / 10.2: float32 speeds are as good as float64 ones
+    "check_config_inv_freq": [lambda c: SOLUTION["check_config_inv_freq"](c).float()],
+    "check_longrope_inv_freq": [lambda c, n: SOLUTION["check_longrope_inv_freq"](c, n).float()],
 }
 
 
@@ -230,6 +244,65 @@ def _popcount(p):
     return bin(p).count("1")
 
 
+def _full_head_pairs(q, k, cos, sin):  # 11.3's snippet: pairs (i, i + d/2) over the head
+    d, r = q.shape[-1], cos.shape[-1]
+    ones = cos.new_ones(*cos.shape[:-1], (d - r) // 2)
+    cos = torch.cat((cos[..., : r // 2], ones, cos[..., : r // 2], ones), -1).unsqueeze(1)
+    sin = torch.cat((sin[..., : r // 2], 0 * ones, sin[..., : r // 2], 0 * ones), -1).unsqueeze(1)
+    return q * cos + rl.rotate_half(q) * sin, k * cos + rl.rotate_half(k) * sin
+
+
+def _partial_rotary_wrong(interleaved=False, rotate_k=True, last=False):
+    def apply(q, k, cos, sin):
+        r = cos.shape[-1]
+        c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+
+        def rotate(x):
+            part = x[..., -r:] if last else x[..., :r]
+            if interleaved:
+                c2 = c[..., : r // 2].repeat_interleave(2, -1)
+                s2 = s[..., : r // 2].repeat_interleave(2, -1)
+                swapped = torch.stack((-part[..., 1::2], part[..., 0::2]), -1).flatten(-2)
+                turned = part * c2 + swapped * s2
+            else:
+                turned = part * c + rl.rotate_half(part) * s
+            if last:
+                return torch.cat((x[..., : x.shape[-1] - r], turned), -1)
+            return torch.cat((turned, x[..., r:]), -1)
+
+        return rotate(q), rotate(k) if rotate_k else k
+    return apply
+
+
+def _config_wrong(partial=True, head_dim=True, multiply=False, old_schema=True):
+    def config_inv_freq(config):
+        block = ((config.get("rope_scaling") if old_schema else None)
+                 or config.get("rope_parameters") or {})
+        kind = block.get("rope_type", block.get("type", "default"))
+        base = block.get("rope_theta", config.get("rope_theta", 10000.0))
+        share = (block.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))
+                 if partial else 1.0)
+        head = ((config.get("head_dim") if head_dim else None)
+                or config["hidden_size"] // config["num_attention_heads"])
+        dim = int(head * share)
+        theta = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+        if kind != "linear":
+            return theta
+        return theta * block["factor"] if multiply else theta / block["factor"]
+    return config_inv_freq
+
+
+def _longrope(config, seq_len, switch):
+    block = config.get("rope_scaling") or config["rope_parameters"]
+    base = block.get("rope_theta", config.get("rope_theta", 10000.0))
+    original = (config.get("original_max_position_embeddings")
+                or block["original_max_position_embeddings"])
+    head = config["hidden_size"] // config["num_attention_heads"]
+    theta = base ** (-torch.arange(0, head, 2, dtype=torch.float64) / head)
+    factors = block["long_factor" if switch(seq_len, original, config) else "short_factor"]
+    return theta / torch.tensor(factors, dtype=torch.float64)
+
+
 WRONG = {
     "check_scaled_dot": [lambda q, k: (q * k).sum(-1),
                          lambda q, k: (q * k).sum(-1) / q.shape[-1],
@@ -308,6 +381,41 @@ WRONG = {
     "check_complex_rope": [lambda x, cos, sin: rl.apply_rope(x),
                            lambda x, cos, sin: _complex(x, cos, sin, conjugate=True),
                            lambda x, cos, sin: x],
+    # 12.1: stops the fastest pairs; spreads θ over p·d features (partial rotary); plain RoPE
+    "check_p_rope_speeds": [
+        lambda d, b, p: rl.inv_freq(d, b, dtype=torch.float64).flip(0).where(
+            torch.arange(d // 2) < round(p * d / 2), 0.0).flip(0),
+        lambda d, b, p: torch.cat((b ** (-torch.arange(0, 2 * round(p * d / 2), 2,
+                                                       dtype=torch.float64) / (p * d)),
+                                   torch.zeros(d // 2 - round(p * d / 2), dtype=torch.float64))),
+        lambda d, b, p: rl.inv_freq(d, b, dtype=torch.float64)],
+    # 12.2: compares means; counts touching ranges as apart; looks at the first seed only
+    "check_seed_verdict": [
+        lambda a, b: int((a.mean() > b.mean()).item()) - int((a.mean() < b.mean()).item()),
+        lambda a, b: -1 if a.max() <= b.min() else 1 if a.min() >= b.max() else 0,
+        lambda a, b: int((a[0] > b[0]).item()) - int((a[0] < b[0]).item())],
+    # 11.1: numbers the padding too; off by one; sums over the batch
+    "check_position_ids": [lambda mask: torch.arange(mask.shape[1]).expand_as(mask).clone(),
+                           lambda mask: mask.long().cumsum(-1),
+                           lambda mask: mask.long().cumsum(0) - 1],
+    # 11.2: never restarts; restarts at 1; forgets the batch dimension
+    "check_packed_positions": [lambda lengths: torch.arange(sum(lengths))[None],
+                               lambda lengths: torch.cat([torch.arange(1, n + 1)
+                                                          for n in lengths])[None],
+                               lambda lengths: torch.cat([torch.arange(n) for n in lengths])],
+    # 11.3: the notebook's full-head pairing; interleaved pairs; k left alone; the last r
+    "check_partial_rotary": [_full_head_pairs, _partial_rotary_wrong(interleaved=True),
+                             _partial_rotary_wrong(rotate_k=False),
+                             _partial_rotary_wrong(last=True)],
+    # 10.1: ignores partial_rotary_factor; ignores head_dim; multiplies by the factor;
+    # reads only the transformers 5 block
+    "check_config_inv_freq": [_config_wrong(partial=False), _config_wrong(head_dim=False),
+                              _config_wrong(multiply=True), _config_wrong(old_schema=False)],
+    # 10.2: switches at seq_len ≥ L; always long; switches at max_position_embeddings
+    "check_longrope_inv_freq": [
+        lambda c, n: _longrope(c, n, switch=lambda n, L, c: n >= L),
+        lambda c, n: _longrope(c, n, switch=lambda n, L, c: True),
+        lambda c, n: _longrope(c, n, switch=lambda n, L, c: n > c["max_position_embeddings"])],
 }
 
 
@@ -464,6 +572,13 @@ def test_the_time_limit_counts_all_calls_together(capsys, monkeypatch):
 from rope_lab.rope import interleaved_to_half as imported_shortcut  # noqa: E402
 
 FORBIDDEN = [
+    ("check_config_inv_freq", lambda c: hf.inv_freq_from_config(c)[0],
+     "rope_lab.hf.config.inv_freq_from_config"),
+    ("check_longrope_inv_freq",
+     lambda c, n: hf.inv_freq_from_config(c, seq_len=n)[0],
+     "rope_lab.hf.config.inv_freq_from_config"),
+    ("check_p_rope_speeds", lambda d, b, p: rl.models.p_rope_inv_freq(d, b, p),
+     "rope_lab.models.p_rope_inv_freq"),
     ("check_attention", lambda q, k, v: rl.attention(q, k, v), "rope_lab.attention"),
     ("check_causal_attention", lambda q, k, v: rl.attention(q, k, v, mask="causal"),
      "rope_lab.attention"),

@@ -32,6 +32,20 @@ def test_attention_weights_draws_each_matrix_with_its_tokens():
         plots.attention_weights([first], [["a", "b", "c"], ["x"]], ["one"])
 
 
+def test_attention_weights_draws_masked_cells_apart_from_real_weights():
+    scores = torch.randn(4, 4).masked_fill(torch.ones(4, 4).triu(1).bool(), float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # causal weights, made here without rope_lab
+    figure = plots.attention_weights([weights], [list("abcd")], ["causal"], causal=True)
+    axes = figure.axes[0]
+    assert len(axes.texts) == 10  # a number in each of the 4·5/2 visible cells only
+    hatched = [p for p in axes.patches if p.get_hatch()]
+    assert sorted((round(p.get_x() + 0.5), round(p.get_y() + 0.5)) for p in hatched) == sorted(
+        (col, row) for row in range(4) for col in range(row + 1, 4))
+    assert axes.images[0].get_array().mask.sum() == 6
+    with pytest.raises(ValueError, match="causal"):  # weights that were never masked
+        plots.attention_weights([torch.full((3, 3), 1 / 3)], [list("abc")], ["x"], causal=True)
+
+
 def test_encoding_sizes_draws_the_rms_of_each_encoding():
     figure = plots.encoding_sizes(length=32, dim=8)
     _titled(figure)
@@ -73,3 +87,16 @@ def test_position_similarity_is_the_cosine_matrix():
     np.testing.assert_allclose(np.diag(similarity), 1.0, rtol=1e-5)
     unit = torch.nn.functional.normalize(table[:50].double(), dim=-1)
     np.testing.assert_allclose(similarity, (unit @ unit.T).numpy(), atol=1e-6)
+
+
+def test_position_similarity_zooms_on_the_first_rows_of_a_long_table():
+    table = absolute.learned_pe(300, 16)
+    figure = plots.position_similarity(table, positions=300, title="t", zoom=64)
+    whole, zoom = figure.axes[0].images[0].get_array(), figure.axes[1].images[0].get_array()
+    assert whole.shape == (300, 300) and zoom.shape == (64, 64)
+    unit = torch.nn.functional.normalize(table[:64].double(), dim=-1)
+    np.testing.assert_allclose(zoom, (unit @ unit.T).numpy(), atol=1e-6)
+    # the big matrix is resampled with antialiasing, not nearest-neighbour (which aliases)
+    assert figure.axes[0].images[0].get_interpolation() == "antialiased"
+    outline = [p for p in figure.axes[0].patches if not p.get_fill()]
+    assert [(p.get_width(), p.get_height()) for p in outline] == [(64, 64)]

@@ -81,3 +81,19 @@ def test_singular_values_plot():
     assert list(axes.lines[0].get_ydata()) == [1.0] * 4
     assert list(axes.lines[1].get_ydata()) == [2.0] * 4
     assert axes.get_legend() is not None and axes.get_title()
+
+
+@pytest.mark.parametrize("shift", [0, 3, 20])
+def test_rotation_2d_draws_the_angle_that_stays_constant(shift):
+    # The angle from R_m q to R_n k, computed from the vectors with acos, not by the figure.
+    q, k, theta, m, n = (1.0, 0.4), (0.3, 0.9), 0.5, 2, 5
+    axes = plots.rotation_2d(theta, m, n, shift, q=q, k=k).axes[0]
+    rq = rl.rope_matrix((m + shift) * theta, 2, dtype=torch.float64) @ torch.tensor(q).double()
+    rk = rl.rope_matrix((n + shift) * theta, 2, dtype=torch.float64) @ torch.tensor(k).double()
+    expected = math.degrees(math.acos(float(rq @ rk / (rq.norm() * rk.norm()))))
+    labels = [t.get_text() for t in axes.texts if t.get_text().endswith("°")]
+    assert labels == [f"{expected:.0f}°"]
+    arc = axes.lines[2]
+    x, y = arc.get_xdata(), arc.get_ydata()
+    swept = abs(math.atan2(y[-1], x[-1]) - math.atan2(y[0], x[0]))
+    assert math.degrees(min(swept, 2 * math.pi - swept)) == pytest.approx(expected, abs=1e-4)

@@ -8,15 +8,22 @@ import rope_lab as rl
 from rope_lab import decay, plots
 
 
-def test_base_sweep_draws_one_curve_per_base():
-    figure = plots.base_sweep(bases=(1, 100, 10000), dim=8, length=64)
-    lines = figure.axes[0].lines
-    assert len(lines) == 3
-    x, y = lines[2].get_data()
+def test_base_sweep_draws_one_panel_per_base_with_its_window_means():
+    figure = plots.base_sweep(bases=(1, 100, 10000), dim=8, length=64, windows=4)
+    panels = [axes for axes in figure.axes if axes.axison]
+    assert len(panels) == 3
+    x, y = panels[2].lines[0].get_data()
     assert list(x) == list(range(64))
     np.testing.assert_allclose(y, 2 * decay.cos_sum(torch.arange(64), 8).numpy(), atol=1e-9)
-    np.testing.assert_allclose(lines[0].get_ydata(), 8 * np.cos(np.arange(64)), atol=1e-9)
-    assert figure.axes[0].get_title() and figure.axes[0].get_xlabel()
+    np.testing.assert_allclose(panels[0].lines[0].get_ydata(), 8 * np.cos(np.arange(64)),
+                               atol=1e-9)
+    # the thick line: the mean of 8·cos Δ over each window of 16, computed here with numpy
+    means = (8 * np.cos(np.arange(64))).reshape(4, 16).mean(1)
+    np.testing.assert_allclose(np.unique(panels[0].lines[1].get_ydata()), np.sort(means),
+                               atol=1e-9)
+    assert [axes.get_title() for axes in panels] == ["base 1", "base 100", "base 10\u2009000"]
+    assert all(axes.get_ylim() == panels[0].get_ylim() for axes in panels)  # one y scale
+    assert figure._suptitle is not None and figure._suptitle.get_text()  # mpl 3.7: no getter
 
 
 def test_bound_counterexample_plots_the_bound_and_the_score():

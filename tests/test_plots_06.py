@@ -47,10 +47,16 @@ def test_experiment_figures_plot_the_stored_losses():
         results["loss_by_position"]["alibi"])
 
 
-def test_alibi_heatmap_shows_the_bias_with_the_future_blank():
-    figure = plots.alibi_heatmap(seq_len=6, n_heads=4, heads=(1,))
-    image = figure.axes[0].images[0].get_array()
-    assert image[5, 0] == pytest.approx(-5 * 2.0**-4) and bool(image.mask[0, 5])
+def test_alibi_figure_draws_every_head_on_one_scale():
+    # 4 heads: slopes 2^(−8h/4) = 1/4, 1/16, 1/64, 1/256 (Press et al.), written out here
+    figure = plots.alibi_heatmap(seq_len=6, n_heads=4, heads=(0, 3))
+    axes = figure.axes
+    assert len(axes) == 1  # one Axes, one y scale: a 64× slope ratio is visible as such
+    for line, slope in zip(axes[0].lines, (2.0**-2, 2.0**-8), strict=True):
+        distance, bias = line.get_data()
+        assert list(distance) == [5, 4, 3, 2, 1, 0]
+        assert list(bias) == pytest.approx([-slope * d for d in distance])
+    assert axes[0].get_ylim()[0] <= -5 * 2.0**-2
 
 
 def test_scaling_panel_redraws_for_every_control():
@@ -58,7 +64,7 @@ def test_scaling_panel_redraws_for_every_control():
     for method in scaling.METHODS:
         panel.set(method=method)
     panel.set(factor=2.0, beta_fast=16.0, beta_slow=0.5, original_length=512)
-    assert panel.figure.axes[0].get_title() == "Rotation speed after scaling, s = 2"
+    assert panel.figure.axes[0].get_title() == "Rotation speed, s = 2 (llama3 thick)"
     assert len(panel.redraw_seconds) == 1 + len(scaling.METHODS) + 1  # one per set() call
 
 

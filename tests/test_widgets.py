@@ -87,9 +87,9 @@ def test_the_figure_is_an_image_widget_in_css_px():
     assert isinstance(panel.image, ipywidgets.Image) and panel.image.format == "png"
     assert panel.box.children[-1] is panel.image
     assert bytes(panel.image.value) == panel.png
-    # The width the figure has at its own dpi: 8 in × 90 dpi (course style), the PNG's width.
+    # Shown 8 in × 90 CSS px per inch wide, from a PNG with twice the pixels (crisp zoomed).
     assert panel.image.width == str(panel.css_width) == "720"
-    assert PIL.Image.open(io.BytesIO(panel.png)).width == 720
+    assert PIL.Image.open(io.BytesIO(panel.png)).size == (1440, 720)
     panel.set(slope=-1.0)
     assert bytes(panel.image.value) == panel.png
 

@@ -25,6 +25,11 @@ from rope_lab.exercises.attention_without_position import (
     check_causal_attention,
     check_inverse_permutation,
 )
+from rope_lab.exercises.debugging_rope import (
+    check_packed_positions,
+    check_partial_rotary,
+    check_position_ids,
+)
 from rope_lab.exercises.grading import call_learner, compare, report, summary
 from rope_lab.exercises.length_extrapolation import (
     check_full_turn_pairs,
@@ -48,9 +53,14 @@ from rope_lab.exercises.rope_in_d_dimensions import (
     check_rope_interleaved,
     check_rotate_half,
 )
+from rope_lab.exercises.rope_in_real_models import (
+    check_config_inv_freq,
+    check_longrope_inv_freq,
+)
 from rope_lab.exercises.start_here import check_scaled_dot
+from rope_lab.exercises.what_changed import check_p_rope_speeds, check_seed_verdict
 
-# in the order of the course: 00.1, 01.1, …, 09.3
+# in the order of the course: 00.1, 01.1, …, 09.3, then the later notebooks
 GRADERS = (
     check_scaled_dot,
     check_attention, check_inverse_permutation, check_causal_attention,
@@ -62,6 +72,9 @@ GRADERS = (
     check_recurrent_linear_attention, check_non_positive_normalizer,
     check_axial_rope, check_mrope_positions,
     check_rope_bytes, check_attainable, check_complex_rope,
+    check_config_inv_freq, check_longrope_inv_freq,
+    check_position_ids, check_packed_positions, check_partial_rotary,
+    check_p_rope_speeds, check_seed_verdict,
 )
 
 __all__ = [grader.__name__ for grader in GRADERS] + ["GRADERS", "call_learner", "compare", "report",

@@ -1,0 +1,273 @@
+"""What a config's RoPE means for a model: wavelengths, the critical dimension, NoPE layers.
+
+Used by ``python -m rope_lab.hf CONFIG_JSON`` (see :mod:`rope_lab.hf.__main__`) and
+notebook 10. Pure functions over a config (dict or transformers object) or a
+:class:`~rope_lab.hf.config.RopeSpec`; no transformers import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from rope_lab.hf import config as hf_config
+
+# Top-level keys transformers reads for RoPE; a near miss is ignored without a word.
+ROPE_TOP_KEYS = ("rope_scaling", "rope_parameters", "rope_theta", "partial_rotary_factor",
+                 "original_max_position_embeddings", "max_position_embeddings", "head_dim",
+                 "rope_local_base_freq", "no_rope_layers", "no_rope_layer_interval")
+# Model types whose default puts a NoPE layer every no_rope_layer_interval layers.
+NOPE_INTERVAL_MODELS = ("llama4", "llama4_text", "smollm3")
+
+
+@dataclass(frozen=True)
+class LayerTypeReport:
+    """One layer type's RoPE in numbers (what the CLI prints)."""
+
+    spec: hf_config.RopeSpec
+    inv_freq: torch.Tensor  # (pairs,) float64, as the model computes it at its start
+    attention_factor: float
+    wavelengths: torch.Tensor  # 2π/θ_i for the rotating pairs (float64)
+    still_pairs: int  # pairs with θ_i = 0 (proportional RoPE): they never rotate
+    critical_pairs: int  # pairs whose unscaled θ_i completes a turn within the trained context
+    layers: tuple[int, ...]  # the layer indices of this type (empty if unknown)
+
+
+def wavelengths(inv_freq: torch.Tensor) -> torch.Tensor:
+    """λ_i = 2π/θ_i of the pairs that rotate (θ_i > 0), in positions."""
+    inv_freq = inv_freq.double()
+    return 2 * math.pi / inv_freq[inv_freq > 0]
+
+
+def critical_pairs(inv_freq: torch.Tensor, context: int) -> int:
+    """How many pairs complete a full turn within ``context`` positions (λ_i ≤ context).
+
+    Twice this is the "critical dimension" of Liu et al. 2023: the pairs past it never saw a
+    whole period in training, so their angles beyond the trained length are new to the model.
+    """
+    return int((wavelengths(inv_freq) <= context).sum())
+
+
+def layers_of_type(config) -> dict[str | None, tuple[int, ...]]:
+    fields = hf_config._text_fields(config)
+    types = fields.get("layer_types") or []
+    out: dict[str | None, list[int]] = {}
+    for index, layer_type in enumerate(types):
+        out.setdefault(layer_type, []).append(index)
+    return {key: tuple(value) for key, value in out.items()}
+
+
+def nope_layers(config) -> list[int]:
+    """Indices of the layers that apply no RoPE at all (NoPE).
+
+    Llama 4 and SmolLM3 list them in ``no_rope_layers`` (1 = RoPE, 0 = NoPE; an empty list
+    means the default: every ``no_rope_layer_interval``-th layer, 4 by default, is NoPE).
+    Per-layer-type configs mark a NoPE layer type with a null rope block.
+    """
+    fields = hf_config._text_fields(config)
+    count = hf_config.first(fields, hf_config._LAYERS)
+    flags = fields.get("no_rope_layers")
+    model_type = fields.get("model_type")
+    if flags:
+        return [index for index, flag in enumerate(flags) if not flag]
+    interval = fields.get("no_rope_layer_interval")
+    if interval is None and model_type in NOPE_INTERVAL_MODELS:
+        interval = 4
+    if interval and count:
+        return [index for index in range(count) if (index + 1) % interval == 0]
+    block, nested, _ = hf_config._blocks(fields)
+    if nested:
+        by_type = layers_of_type(config)
+        return sorted(i for key, value in block.items() if value is None
+                      for i in by_type.get(key, ()))
+    return []
+
+
+def schema_warnings(config) -> list[str]:
+    """Top-level problems transformers passes over in silence: near-miss key names, both
+    schemas at once, a base given twice."""
+    notes = []
+    data = dict(config) if isinstance(config, Mapping) else {}
+    scopes = [("", data)]
+    if isinstance(data.get("text_config"), Mapping):
+        scopes.append(("text_config.", data["text_config"]))
+    for prefix, scope in scopes:
+        for key in scope:
+            if key in ROPE_TOP_KEYS:
+                continue
+            close = difflib.get_close_matches(key, ROPE_TOP_KEYS, n=1, cutoff=0.8)
+            if close and close[0] not in key:  # v_head_dim is its own key, not a typo
+                notes.append(f"{prefix}{key!r} looks like a misspelling of {close[0]!r}: "
+                             f"transformers ignores it")
+        if scope.get("rope_scaling") and scope.get("rope_parameters"):
+            notes.append(f"{prefix}rope_scaling and rope_parameters are both set: transformers 5 "
+                         f"uses rope_scaling and drops rope_parameters")
+        block = scope.get("rope_parameters") or scope.get("rope_scaling")
+        top = scope.get("rope_theta")
+        if isinstance(block, Mapping) and top is not None and "rope_theta" in block \
+                and block["rope_theta"] != top:
+            notes.append(f"{prefix}rope_theta={top} at the top level but {block['rope_theta']} "
+                         f"in the rope block: the block's value is used")
+        scaling_block = scope.get("rope_scaling")
+        if isinstance(scaling_block, Mapping) and "rope_type" not in scaling_block and \
+                "type" not in scaling_block:
+            notes.append(f"{prefix}rope_scaling has no rope_type (or type): transformers "
+                         f"treats it as plain RoPE and ignores its other keys")
+    return notes
+
+
+def describe(config) -> dict[str | None, LayerTypeReport | None]:
+    """Per layer type (None: one for all layers), the RoPE report; None for NoPE types."""
+    by_type = layers_of_type(config)
+    reports: dict[str | None, LayerTypeReport | None] = {}
+    for layer_type in hf_config.layer_types(config):
+        spec = hf_config.rope_spec(config, layer_type)
+        if spec is None:
+            reports[layer_type] = None
+            continue
+        freqs, factor = hf_config.inv_freq_from_spec(spec, dtype=torch.float64)
+        context = spec.trained_context
+        # the critical dimension is a property of the unscaled θ_i = base^(−2i/d) at L
+        unscaled = dataclasses.replace(
+            spec, rope_type=spec.rope_type if spec.rope_type in ("proportional", "axial")
+            else "default", params={})
+        base_freqs, _ = hf_config.inv_freq_from_spec(unscaled, dtype=torch.float64)
+        reports[layer_type] = LayerTypeReport(
+            spec=spec, inv_freq=freqs, attention_factor=factor, wavelengths=wavelengths(freqs),
+            still_pairs=int((freqs == 0).sum()),
+            critical_pairs=critical_pairs(base_freqs, context) if context else 0,
+            layers=by_type.get(layer_type, ()))
+    return reports
+
+
+def softmax_mscale(spec: hf_config.RopeSpec) -> float:
+    """The extra softmax scale DeepSeek-V2/V3's MLA attention applies under YaRN:
+    mscale(s, mscale_all_dim)² with mscale(s, m) = 0.1·m·ln s + 1 (1 for other models)."""
+    all_dim = spec.params.get("mscale_all_dim")
+    factor = spec.params.get("factor")
+    if spec.rope_type != "yarn" or not all_dim or not factor or factor <= 1 or \
+            not (spec.model_type or "").startswith("deepseek"):
+        return 1.0
+    return (0.1 * all_dim * math.log(factor) + 1.0) ** 2
+
+
+def all_warnings(config) -> list[str]:
+    notes = schema_warnings(config) + hf_config.config_warnings(config)
+    return list(dict.fromkeys(notes))
+
+
+def _format_params(params: dict) -> str:
+    parts = []
+    for key, value in params.items():
+        if isinstance(value, (list, tuple)):
+            parts.append(f"{key}=[{len(value)} values, {min(value):.3g}…{max(value):.3g}]")
+        else:
+            parts.append(f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}")
+    return ", ".join(parts)
+
+
+def format_report(config, name: str = "config") -> str:
+    """The CLI's text: one block per layer type, then NoPE layers and warnings."""
+    reports = describe(config)
+    fields = hf_config._text_fields(config)
+    lines = [f"{name}: model_type={fields.get('model_type')!r}, "
+             f"{hf_config.first(fields, hf_config._LAYERS) or '?'} layers"]
+    for layer_type, report in reports.items():
+        title = layer_type or "all layers"
+        if report is None:
+            lines.append(f"\n[{title}] no RoPE (null rope block): NoPE layers")
+            continue
+        spec = report.spec
+        where = f" ({len(report.layers)} layers)" if report.layers else ""
+        lines.append(f"\n[{title}]{where}")
+        if spec.rope_type == "proportional":
+            rotating = report.inv_freq.numel() - report.still_pairs
+            lines.append(f"  rotary dims      {2 * rotating} of head_dim {spec.head_dim} "
+                         f"(proportional: {report.still_pairs} pairs have θ = 0)")
+        elif spec.rope_type == "axial":
+            lines.append(f"  rotary dims      {spec.head_dim} of head_dim {spec.head_dim} "
+                         f"(axial: two image axes of {spec.head_dim // 2})")
+        else:
+            lines.append(f"  rotary dims      {spec.rotary_dim} of head_dim {spec.head_dim}")
+        lines.append(f"  base             {spec.base:g}")
+        params = _format_params(spec.params)
+        lines.append(f"  rope type        {spec.rope_type}" + (f" ({params})" if params else ""))
+        lines.append(f"  attention factor {report.attention_factor:.6g} (multiplies cos and "
+                     f"sin; logits × {report.attention_factor ** 2:.6g})")
+        softmax = softmax_mscale(spec)
+        if softmax != 1:
+            lines.append(f"  softmax scale    × {softmax:.6g} in the attention itself (MLA: "
+                         f"mscale(factor, mscale_all_dim)², DeepSeek's rule)")
+        waves = report.wavelengths
+        lines.append(f"  wavelengths      {waves.min().item():.4g} … {waves.max().item():.4g} "
+                     f"positions")
+        trained, scaled = spec.trained_context, spec.scaled_context
+        if trained:
+            pairs = report.inv_freq.numel() - report.still_pairs
+            lines.append(f"  critical dim     {2 * report.critical_pairs} "
+                         f"({report.critical_pairs} of {pairs} pairs of the unscaled θ_i turn "
+                         f"fully within the trained {trained} positions)")
+        maximum = spec.max_position_embeddings
+        if spec.rope_type == "dynamic":
+            lines.append(f"  trained context  {trained}; the base grows with inputs past it")
+        elif spec.rope_type not in ("default", "proportional", "axial"):
+            factor = spec.params.get("factor")
+            scaled_text = (f"× {factor:g} → {scaled}" if factor and scaled != maximum
+                           else f"scaled for {scaled}")
+            extra = (f"; max_position_embeddings {maximum}" if maximum and maximum != scaled
+                     else "")
+            implied = (" (implied: max_position_embeddings / factor)"
+                       if spec.rope_type == "linear" and not spec.original_max_position_embeddings
+                       else "")
+            lines.append(f"  trained context  {trained}{implied}; {scaled_text} positions{extra}")
+        elif scaled:
+            lines.append(f"  context          {scaled} positions")
+        if spec.rope_type == "longrope":
+            lines.append(f"  switch           short_factor up to {trained} positions, "
+                         f"long_factor past it (for the whole sequence)")
+    nope = nope_layers(config)
+    if nope:
+        shown = ", ".join(map(str, nope[:12])) + (", …" if len(nope) > 12 else "")
+        lines.append(f"\nNoPE layers ({len(nope)}): {shown}")
+    notes = all_warnings(config)
+    for note in notes:
+        lines.append(f"warning: {note}")
+    return "\n".join(lines)
+
+
+# --- the fixtures: real config.json files, with a source note each ---------------------
+
+
+def fixture_names() -> list[str]:
+    """Names of the bundled config.json fixtures (rope_lab/hf/fixtures/NAME.json)."""
+    from importlib import resources
+
+    folder = resources.files("rope_lab.hf") / "fixtures"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def load_fixture(name: str) -> dict:
+    """One fixture as a dict; its ``_source`` names the model, the file and the year."""
+    import json
+    from importlib import resources
+
+    names = fixture_names()
+    if name not in names:
+        raise ValueError(f"name must be one of {names}, got {name!r}")
+    path = resources.files("rope_lab.hf") / "fixtures" / f"{name}.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def atlas() -> list[tuple[str, str, int | None, dict]]:
+    """(name, label, year, config) of every fixture, oldest first."""
+    rows = []
+    for name in fixture_names():
+        config = load_fixture(name)
+        source = config["_source"]
+        rows.append((name, source["label"], source.get("year"), config))
+    return sorted(rows, key=lambda row: (row[2] or 9999, row[1]))

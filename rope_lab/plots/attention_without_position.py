@@ -1,0 +1,66 @@
+"""Figures of notebook 01 attention without position."""
+
+from __future__ import annotations
+
+from rope_lab.plots.style import (
+    SEQUENTIAL_CMAP,
+    course_style,
+    new_figure,
+    role,
+)
+
+
+@course_style
+def attention_weights(weights, labels, titles, *, suptitle: str = "Attention weights",
+                      causal: bool = False):
+    """Heatmaps of attention weights side by side, one per sentence, values written in.
+
+    Args:
+        weights: list of ``(seq, seq)`` tensors (row = query, column = key).
+        labels: list of token lists, one per heatmap (Latin script: the course fonts have
+            no CJK glyphs, so Chinese examples pass pinyin).
+        titles: one title per heatmap.
+        causal: the weights come from a causal mask: the cells above the diagonal (a key
+            after its query) are not weights at all, so they are drawn hatched grey with no
+            number, not as a dark "0.00" like a real small weight. They must be 0.
+
+    Data: ``fig.axes[i].images[0].get_array()`` is ``weights[i]`` (masked cells masked).
+    """
+    import matplotlib as mpl
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    count = len(weights)
+    figure, axes = new_figure(1, count, width=3.6 * count + 0.8, height=3.8)
+    axes = [axes] if count == 1 else list(axes)
+    cmap = mpl.colormaps[SEQUENTIAL_CMAP].with_extremes(bad="white")
+    for ax, matrix, tokens, title in zip(axes, weights, labels, titles, strict=True):
+        matrix = matrix.detach().cpu().float()
+        hidden = np.triu(np.ones(matrix.shape, dtype=bool), k=1) if causal else \
+            np.zeros(matrix.shape, dtype=bool)
+        if causal and bool((matrix.numpy()[hidden] != 0).any()):
+            raise ValueError("attention_weights(causal=True): the weights above the diagonal "
+                             "must be 0 (masked); got nonzero ones — were they made causal?")
+        image = ax.imshow(np.ma.masked_array(matrix.numpy(), hidden), cmap=cmap, vmin=0.0,
+                          vmax=1.0)
+        for (row, col), value in _cells(matrix):
+            if hidden[row, col]:
+                ax.add_patch(Rectangle((col - 0.5, row - 0.5), 1, 1, facecolor="0.92",
+                                       edgecolor=role("context"), hatch="///", lw=0))
+                continue
+            ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=12,
+                    color="white" if value < 0.6 else "black")
+        ticks = range(len(tokens))
+        ax.set_xticks(ticks, tokens)
+        ax.set_yticks(ticks, tokens)
+        ax.grid(False)
+        ax.set(title=title, xlabel="key", ylabel="query")
+    figure.colorbar(image, ax=axes, shrink=0.8, label="weight")
+    figure.suptitle(suptitle + ("\n(hatched: masked, the query cannot see that key)"
+                                if causal else ""))
+    return figure
+
+
+def _cells(matrix):
+    rows, cols = matrix.shape
+    return (((r, c), float(matrix[r, c])) for r in range(rows) for c in range(cols))

@@ -1,0 +1,197 @@
+"""Figures of notebook 09 performance."""
+
+from __future__ import annotations
+
+import math
+
+from rope_lab.plots.style import (
+    course_style,
+    fixed_layout_figure,
+    live,
+    log_ticks,
+    new_figure,
+    number,
+    one_two_five,
+    role,
+)
+
+
+@course_style
+def roofline(peak_gflops: float, bandwidth_gb_s: float, points: dict | None = None):
+    """The roofline: attainable GFLOP/s = min(peak, intensity × bandwidth), log–log.
+
+    ``points``: label → (arithmetic intensity in FLOP/byte, achieved or attainable GFLOP/s),
+    drawn as markers (e.g. RoPE, a matmul). The axes span every roof the notebook 09 panel
+    can set (x 0.01 … 1000 FLOP/byte, y 0.1 … 5·10⁶ GFLOP/s), so moving a roof never
+    rescales them. A live figure: a panel updates it in place (same point labels).
+    """
+    import numpy as np
+
+    # Fixed margins: constrained layout leaves out the animated title and would cut it off.
+    figure, axes = fixed_layout_figure(1, 1, width=8.6, height=4.6, left=0.14, right=0.97,
+                                       bottom=0.13, top=0.9)
+    intensity = np.logspace(-2, 3, 200)
+    roof_line, = axes.loglog(intensity, intensity, color=role("reference"), linewidth=2,
+                             label="roofline")
+    ridge_line = axes.axvline(1.0, color=role("reference"), linestyle=":", linewidth=1)
+    # Labels as offsets from their xy, so that moving xy moves the text (an annotation with
+    # no offset stays where it was made). The ridge label sits at the foot of the ridge line
+    # (x in data, y in axes units), where neither roof passes; the memory label above the
+    # slope's start; the legend top left, above the slope.
+    ridge_text = axes.annotate(" ", (1.0, 0.03), xycoords=("data", "axes fraction"),
+                               xytext=(4, 0), textcoords="offset points", va="bottom")
+    peak_text = axes.annotate(" ", (intensity[-1], 1.0), xytext=(0, 4),
+                              textcoords="offset points", ha="right")
+    memory_text = axes.annotate(" ", (0.02, 1.0), xytext=(0, 56), textcoords="offset points",
+                                va="bottom")
+    markers = iter("s^Dv")
+    dots = {}
+    for label in (points or {}):  # RoPE blue; anything else grey, each its own marker
+        rope = "RoPE" in label
+        dots[label], = axes.loglog([], [], "o" if rope else next(markers, "s"), markersize=10,
+                                   label=label, color=role("rope") if rope else role("context"))
+    high = max(5e6, 5 * peak_gflops)  # room for the peak label above the roof
+    axes.set(xlim=(0.01, 1000), ylim=(0.1, high),
+             xlabel="arithmetic intensity (FLOP per byte moved)", ylabel="attainable GFLOP/s")
+    log_ticks(axes)
+    axes.legend(loc="upper left")
+
+    def update(peak_gflops=peak_gflops, bandwidth_gb_s=bandwidth_gb_s, points=points):
+        from rope_lab import _validate
+
+        for name, value in (("peak_gflops", peak_gflops), ("bandwidth_gb_s", bandwidth_gb_s)):
+            if _validate.check_finite_number(value, name) <= 0:
+                raise ValueError(f"{name} must be greater than 0, got {value}")
+        if set(points or {}) != set(dots):
+            return False
+        roof_line.set_ydata(np.minimum(peak_gflops, intensity * bandwidth_gb_s))
+        ridge = peak_gflops / bandwidth_gb_s
+        ridge_line.set_xdata([ridge, ridge])
+        ridge_text.xy = (ridge, 0.03)
+        # right of the line while there is room before x = 1000, else left of it
+        right = ridge < 30
+        ridge_text.set_horizontalalignment("left" if right else "right")
+        ridge_text.xyann = (4, 0) if right else (-4, 0)
+        ridge_text.set_text(f"ridge {number(ridge)} FLOP/byte")
+        peak_text.xy = (intensity[-1], peak_gflops)
+        peak_text.set_text(f"peak {number(peak_gflops)} GFLOP/s")
+        memory_text.xy = (0.02, 0.02 * bandwidth_gb_s)
+        memory_text.set_text(f"memory {number(bandwidth_gb_s)} GB/s")
+        for label, (x, y) in (points or {}).items():
+            dots[label].set_data([x], [y])
+        # The title says where RoPE landed with these roofs (live measurements in notebook 09).
+        title = "Roofline"
+        if "RoPE" in (points or {}):
+            side = "memory slope" if points["RoPE"][0] < ridge else "compute roof"
+            title = f"Roofline: RoPE sits on the {side}"
+        axes.set_title(title)
+        if peak_gflops > high:
+            axes.set_ylim(0.1, 5 * peak_gflops)
+        return None
+
+    update()  # validates the roofs before anything is returned
+    return live(figure, update, animated=[roof_line, ridge_line, ridge_text, peak_text,
+                                          memory_text, *dots.values(), axes.title])
+
+
+@course_style
+def implementation_bars(results: list, *, layout: str = "half", log: bool = True):
+    """Time of each implementation as a multiple of ``x.clone()``.
+
+    ``results``: dicts (or :class:`rope_lab.bench.Result`) with name, layout, times_clone.
+    With ``log`` (ratios from about 1 to a few hundred), a bar's length on a log axis would
+    mean nothing, so each implementation is a dot on a stem that starts at the copy (1×):
+    the stem is how many times slower (right) or faster (left) than a copy it is
+    (``axes.lines[j]`` is row j's stem, x = (1, ratio)). Without ``log``, plain bars from 0
+    (``axes.patches``). Yardsticks black, the package's defaults blue, the others grey.
+    """
+    from matplotlib.ticker import MaxNLocator, NullLocator
+
+    rows = [r if isinstance(r, dict) else vars(r) for r in results]
+    rows = sorted((r for r in rows if r["layout"] == layout), key=lambda r: r["times_clone"])
+    figure, axes = new_figure(width=8.6, height=0.5 * len(rows) + 1.6)
+    names = [r["name"] for r in rows]
+    values = [r["times_clone"] for r in rows]
+    yardsticks = ("clone", "copy_ into a buffer")
+    colours = [role("reference") if n in yardsticks else role("rope")
+               if "default" in n or "in place" in n else role("context") for n in names]
+    if log:
+        for y, (value, colour) in enumerate(zip(values, colours, strict=True)):
+            axes.plot([1.0, value], [y, y], "-", color=colour, lw=3, solid_capstyle="butt")
+            axes.plot([value], [y], "o", color=colour, markersize=9)
+        axes.set_yticks(range(len(names)), names)
+        axes.set_xscale("log")
+        low, high = min(values + [1.0]), max(values + [1.0])
+        axes.set_xlim(low / 1.25, high * 2.2)
+        ticks = one_two_five(*axes.get_xlim())
+        if len(ticks) < 3:  # a short range: evenly spaced round ticks, never a single tick
+            ticks = [t for t in MaxNLocator(nbins=5).tick_values(*axes.get_xlim())
+                     if axes.get_xlim()[0] <= t <= axes.get_xlim()[1]]
+        axes.set_xticks(ticks, [number(t) for t in ticks])
+        axes.xaxis.set_minor_locator(NullLocator())
+    else:
+        axes.barh(names, values, color=colours)
+        axes.set_xlim(0, 1.2 * max(values))
+    axes.axvline(1.0, color=role("reference"), linestyle="--", label="copy (clone) = 1")
+    for y, value in enumerate(values):  # the number beside the dot, away from the 1× line
+        label = f"{value:,.0f}×" if value >= 100 else f"{value:.3g}×"
+        left = log and value < 1.0
+        axes.annotate(label, (value, y), xytext=(-9 if left else 9, 0), fontsize=12,
+                      textcoords="offset points", va="center", ha="right" if left else "left")
+    if log:
+        axes.set_xlim(min(axes.get_xlim()[0], min(values) / 2.6), axes.get_xlim()[1])
+    axes.invert_yaxis()
+    axes.set(title=f"RoPE time relative to a copy ({layout} layout)",
+             xlabel="time ÷ time of x.clone() (lower is better)")
+    axes.legend(loc="upper right")
+    return figure
+
+
+@course_style
+def cost_versus_size(rows: list, parameter: str, *, label: str | None = None):
+    """Milliseconds of clone, default apply_rope and the reference versus ``parameter``.
+
+    ``rows``: from :func:`rope_lab.bench.sweep` (keys parameter, clone_ms, apply_rope_ms,
+    reference_ms).
+    """
+    figure, axes = new_figure(width=7.0, height=4.0)
+    sizes = [row[parameter] for row in rows]
+    for key, name, colour, style in (
+            ("reference_ms", "reference formula (eager)", role("context"), "s--"),
+            ("apply_rope_ms", "apply_rope (default)", role("rope"), "o-"),
+            ("clone_ms", "x.clone()", role("reference"), "^-")):
+        axes.plot(sizes, [row[key] for row in rows], style, color=colour, label=name)
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    # The title states what these timings show: the slope of log time against log size for
+    # apply_rope between the two largest sizes (1 = linear, 0 = a fixed cost per call).
+    symbol = {"seq": "L", "head_dim": "d"}.get(parameter, parameter)
+    title = f"RoPE time versus {symbol}"
+    if len(rows) >= 2 and sizes[-1] != sizes[-2]:
+        slope = math.log(rows[-1]["apply_rope_ms"] / rows[-2]["apply_rope_ms"]) / math.log(
+            sizes[-1] / sizes[-2])
+        title = f"apply_rope: time ∝ {symbol}^{slope:.2f} between the two largest sizes"
+    axes.set(title=title, xlabel=label or parameter, ylabel="time per call (ms)")
+    times = [row[key] for row in rows for key in ("reference_ms", "apply_rope_ms", "clone_ms")]
+    log_ticks(axes, y_ticks=one_two_five(min(times), max(times)))
+    axes.legend()
+    return figure
+
+
+@course_style
+def layer_shares(costs: dict, *, unit: str = "ms", title: str = "Where a layer's time goes"):
+    """Horizontal bars of each part of a transformer layer, labelled with its share."""
+    figure, axes = new_figure(width=7.5, height=3.6)
+    names = list(costs)
+    values = [costs[n] for n in names]
+    total = sum(values)
+    colours = [role("rope") if "RoPE" in n else role("context") for n in names]
+    axes.barh(names, values, color=colours)
+    for y, value in enumerate(values):
+        axes.annotate(f"{100 * value / total:.2g} %", (value, y), xytext=(4, 0),
+                      textcoords="offset points", va="center", fontsize=12)
+    axes.invert_yaxis()
+    # A linear axis: bar lengths are shares, so a part too small to see is the point.
+    axes.set(title=title, xlabel=unit)
+    axes.set_xlim(0, 1.18 * max(values))
+    return figure

@@ -1,0 +1,253 @@
+"""Figures of notebook 10 RoPE in real models (and ``python -m rope_lab.hf --plot``)."""
+
+from __future__ import annotations
+
+import math
+
+from rope_lab.plots.style import (
+    course_style,
+    log_ticks,
+    new_figure,
+    number,
+    one_two_five,
+    role,
+)
+
+
+def _decade_ticks(axes, low: float, high: float) -> None:
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    step = max(1, (last - first) // 6)
+    log_ticks(axes, [10.0 ** e for e in range(first, last + 1, step)])
+
+
+def _spectrum(axes, report, label: str | None = None) -> None:
+    """One layer type's wavelengths (log) with its trained and scaled context."""
+    import torch
+
+    spec = report.spec
+    freqs = report.inv_freq
+    rotating = freqs > 0
+    pairs = torch.arange(freqs.numel())[rotating]
+    axes.semilogy(pairs, report.wavelengths, "o-", ms=3, color=role("rope"),
+                  label=label or "wavelength 2π/θ_i")
+    trained, scaled = spec.trained_context, spec.scaled_context
+    if trained:
+        axes.axhline(trained, color=role("reference"), ls="--", lw=1.5,
+                     label=f"trained context {number(trained)}")
+    if scaled and scaled != trained:
+        axes.axhline(scaled, color=role("scaled"), ls=":", lw=2,
+                     label=f"scaled for {number(scaled)}")
+    if report.still_pairs:
+        axes.axvspan(pairs.max().item() + 0.5, freqs.numel() - 0.5, color=role("context"),
+                     alpha=0.25, label=f"{report.still_pairs} pairs with θ = 0")
+    values = [report.wavelengths.min().item(), report.wavelengths.max().item()]
+    values += [v for v in (trained, scaled) if v]
+    _decade_ticks(axes, min(values), max(values))
+    axes.set(xlabel="pair i", ylabel="wavelength (positions)")
+
+
+@course_style
+def config_spectrum(config, title: str = "config"):
+    """The wavelength 2π/θ_i of every pair, one panel per layer type, with the trained
+    context (dashed) and the context the frequencies were scaled for (dotted).
+
+    Data: ``axes[k].lines[0]`` is (i, 2π/θ_i) of the rotating pairs of layer type k.
+    """
+    from rope_lab.hf import report as hf_report
+
+    reports = {k: v for k, v in hf_report.describe(config).items() if v is not None}
+    if not reports:
+        raise ValueError(f"{title}: no layer type has RoPE; nothing to plot")
+    figure, axes = new_figure(1, len(reports), width=min(9.2, 4.1 * len(reports) + 1),
+                              height=4.4)
+    axes = [axes] if len(reports) == 1 else list(axes)
+    for panel, (layer_type, report) in zip(axes, reports.items(), strict=True):
+        _spectrum(panel, report)
+        spec = report.spec
+        panel.set_title(f"{layer_type or title}: {spec.rope_type}, base {number(spec.base)}")
+        panel.legend(loc="upper left")
+    figure.suptitle(f"{title}: RoPE wavelengths against the context")
+    return figure
+
+
+@course_style
+def family_spectra(rows):
+    """Small multiples: each family's wavelengths against its trained and scaled context.
+
+    rows: ``(label, LayerTypeReport)`` pairs. Data: ``axes[k].lines[0]`` is (i, 2π/θ_i).
+    """
+    count = len(rows)
+    columns = 2  # three columns of log axes do not fit the 848 px output area legibly
+    lines = math.ceil(count / columns)
+    figure, axes = new_figure(lines, columns, width=9.2, height=2.5 * lines + 0.4)
+    flat = list(axes.flat)
+    for panel, (label, report) in zip(flat, rows, strict=False):
+        _spectrum(panel, report)
+        panel.set_title(label)
+        panel.set_xlabel("pair i")
+        panel.set_ylabel("λ (positions)")
+    for panel in flat[count:]:
+        panel.set_visible(False)
+    flat[0].legend(loc="upper left")
+    figure.suptitle("Wavelengths 2π/θ_i against the trained (dashed) and scaled (dotted) "
+                    "context")
+    return figure
+
+
+@course_style
+def base_over_years(rows):
+    """RoPE base per model release against its year (log y).
+
+    rows: ``(label, year, base)``. Data: ``axes.collections[0]`` offsets are (year, base).
+    """
+    figure, axes = new_figure(width=9.2, height=4.6)
+    years = [row[1] for row in rows]
+    bases = [row[2] for row in rows]
+    axes.scatter(years, bases, s=60, color=role("rope"), zorder=3)
+    groups: dict[tuple[int, float], list[str]] = {}
+    for label, year, base in rows:
+        groups.setdefault((year, base), []).append(label)
+    for (year, base), labels in groups.items():
+        # a neighbour less than half a decade away in the same year: split up and down
+        near = [b for (y, b) in groups if y == year and b != base
+                and abs(math.log10(b / base)) < 0.5]
+        above, below = any(b < base for b in near), any(b > base for b in near)
+        va, dy = ("bottom", 4) if above else ("top", -4) if below else ("center", 0)
+        axes.annotate("\n".join(labels), (year, base), xytext=(8, dy),
+                      textcoords="offset points", va=va)
+    axes.set_yscale("log")
+    _decade_ticks(axes, min(bases) / 2, max(bases) * 2)
+    axes.set_xlim(min(years) - 0.5, max(years) + 1.5)
+    axes.set_xticks(range(min(years), max(years) + 1))
+    axes.set(xlabel="release year", ylabel="RoPE base",
+             title="RoPE base of each release (log scale)")
+    return figure
+
+
+@course_style
+def rotary_fraction(rows):
+    """Horizontal bars: the share of each head's features that RoPE rotates.
+
+    rows: ``(label, rotating dims, head dim)``. Data: ``axes.patches`` widths are the
+    fractions, in row order.
+    """
+    figure, axes = new_figure(width=9.0, height=0.45 * len(rows) + 1.4)
+    labels = [row[0] for row in rows]
+    fractions = [row[1] / row[2] for row in rows]
+    axes.barh(range(len(rows)), fractions, color=role("rope"))
+    for y, (_label, dims, head) in enumerate(rows):
+        axes.text(min(fractions[y], 1.0) + 0.01, y, f"{dims} / {head}", va="center")
+    axes.set_yticks(range(len(rows)), labels)
+    axes.invert_yaxis()
+    axes.set_xlim(0, 1.2)
+    axes.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
+    axes.set(xlabel="rotated share of the head dim",
+             title="How much of each head RoPE rotates")
+    return figure
+
+
+@course_style
+def turned_pairs(report, context: int, title: str = ""):
+    """Turns each pair makes within ``context`` positions (context/λ_i, log), with the one-
+    turn line: pairs above it have completed a full turn.
+
+    Data: ``axes.patches`` heights are context/λ_i of the rotating pairs.
+    """
+    import torch
+
+    freqs = report.inv_freq
+    pairs = torch.arange(freqs.numel())[freqs > 0]
+    turns = context / report.wavelengths
+    turned = turns >= 1
+    colours = [role("rope") if t else role("context") for t in turned.tolist()]
+    figure, axes = new_figure(width=9.2, height=4.2)
+    axes.bar(pairs.tolist(), turns.tolist(), color=colours, width=0.9)
+    axes.axhline(1.0, color=role("reference"), lw=1.5, ls="--", label="one full turn")
+    axes.set_yscale("log")
+    low = max(min(turns.min().item(), 1.0), 1e-6)
+    high = max(turns.max().item(), 10.0)
+    _decade_ticks(axes, low / 2, high * 2)
+    axes.set_ylim(low / 2, high * 2)
+    axes.set(xlabel="pair i", ylabel="turns within the context",
+             title=f"{title}: {int(turned.sum())} of {freqs.numel()} pairs turned in "
+                   f"{number(context)} positions")
+    axes.legend(loc="upper right")
+    if report.still_pairs:
+        axes.axvspan(pairs.max().item() + 0.5, freqs.numel() - 0.5, color=role("context"),
+                     alpha=0.25, label=f"{report.still_pairs} pairs never turn (θ = 0)")
+        axes.legend(loc="upper right")
+    return figure
+
+
+@course_style
+def longrope_switch(config, title: str = "LongRoPE"):
+    """Left: λ_i with the short and the long factors, against the original context L and
+    max_position_embeddings. Right: θ of the slowest pair used for a sequence of length
+    ℓ around L: one list up to L, the other past it.
+
+    Data: ``axes[0].lines[0:2]`` are (i, λ_i) short and long; ``axes[1].lines[0]`` is
+    (ℓ, θ_last(ℓ)).
+    """
+    import torch
+    from matplotlib.ticker import MaxNLocator
+
+    from rope_lab.hf import config as hf_config
+    from rope_lab.hf import report as hf_report
+
+    spec = hf_config.rope_spec(config)
+    original = spec.original_max_position_embeddings
+    short, _ = hf_config.inv_freq_from_spec(spec, seq_len=original, dtype=torch.float64)
+    long, _ = hf_config.inv_freq_from_spec(spec, seq_len=original + 1, dtype=torch.float64)
+    figure, (left, right) = new_figure(1, 2, width=9.2, height=4.3)
+    pairs = torch.arange(short.numel())
+    left.semilogy(pairs, hf_report.wavelengths(short), "o-", ms=3, color=role("rope"),
+                  label="short_factor (ℓ ≤ L)")
+    left.semilogy(pairs, hf_report.wavelengths(long), "s--", ms=3, color=role("scaled"),
+                  label="long_factor (ℓ > L)")
+    left.axhline(original, color=role("reference"), ls="--", lw=1.5,
+                 label=f"L = {number(original)}")
+    if spec.max_position_embeddings:
+        left.axhline(spec.max_position_embeddings, color=role("context"), ls=":", lw=2,
+                     label=f"max_position {number(spec.max_position_embeddings)}")
+    left.set(xlabel="pair i", ylabel="wavelength (positions)", title="two factor lists")
+    left.legend(loc="upper left")
+    lengths = list(range(original - 8, original + 9))
+    slowest = [hf_config.inv_freq_from_spec(spec, seq_len=n, dtype=torch.float64)[0][-1].item()
+               for n in lengths]
+    right.step(lengths, slowest, where="post", color=role("rope"), lw=2)
+    right.axvline(original + 0.5, color=role("reference"), ls="--", lw=1.5)
+    right.set_yscale("log")
+    low, high = right.get_ylim()  # often under two decades: label 1, 2, 5 in each
+    if high / low > 100:
+        _decade_ticks(right, low, high)
+    else:
+        log_ticks(right, one_two_five(low, high))
+    right.set_ylim(low, high)
+    right.xaxis.set_major_locator(MaxNLocator(4, integer=True))  # lengths: whole numbers
+    right.set(xlabel="sequence length ℓ", ylabel="θ of the slowest pair",
+              title=f"the switch: ℓ = {number(original)} → {number(original + 1)}")
+    figure.suptitle(f"{title}: LongRoPE picks its factors by the sequence length")
+    return figure
+
+
+def atlas_entries() -> dict:
+    """label → LayerTypeReport for every fixture and layer type (the widget's choices)."""
+    from rope_lab.hf import report as hf_report
+
+    entries = {}
+    for _, label, _, config in hf_report.atlas():
+        for layer_type, entry in hf_report.describe(config).items():
+            if entry is None or entry.spec.rope_type == "axial":
+                continue
+            short = {"sliding_attention": "local", "full_attention": "global"}
+            suffix = f" {short.get(layer_type, layer_type)}" if layer_type else ""
+            entries[label + suffix] = entry
+    return entries
+
+
+def atlas_turned_pairs(family: str, context: int):
+    """:func:`turned_pairs` for one of :func:`atlas_entries` (the notebook 10 widget)."""
+    entries = atlas_entries()
+    if family not in entries:
+        raise ValueError(f"family must be one of {sorted(entries)}, got {family!r}")
+    return turned_pairs(entries[family], context, title=family)

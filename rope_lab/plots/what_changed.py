@@ -1,0 +1,278 @@
+"""Figures of notebook 12: the position-scheme grid of :mod:`rope_lab.experiments.position_schemes`.
+
+Every figure reads a results dictionary (``position_schemes.load_results()``) and draws the
+mean over seeds as a line and the range over seeds (min to max) as a vertical bar, a band or
+one dot per seed: a difference smaller than that range is not one this experiment can see.
+Colours keep the course's meanings (:data:`rope_lab.plots.style.ROLE_COLOURS`); full-strength
+range bars rather than pale bands keep every pair apart for a deuteranope.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rope_lab.plots.style import (
+    ROLE_COLOURS,
+    SEQUENTIAL_CMAP,
+    course_style,
+    log_ticks,
+    new_figure,
+    number,
+    one_two_five,
+    shades,
+)
+
+WIDTH = 9.2  # inches at 90 dpi: 828 px, 846 px with the notebook's tight-bbox padding
+TEXT = 12  # points at 90 dpi = 15 px, above the 14 px projector floor
+
+# panel title → variants (the first line of a panel is RoPE 1e4 from panel 2 on: the
+# comparison every 2024–2026 variant is read against)
+PANELS = {
+    "2021–2023 encodings": ("none", "learned", "sinusoidal", "alibi", "rope"),
+    "RoPE + zero-shot scaling": ("rope", "rope+linear", "rope+ntk", "rope+dynamic",
+                                 "rope+yarn"),
+    f"base {number(1e4)} → {number(5e5)}": ("rope", "rope-5e5"),
+    "p-RoPE (Gemma 4)": ("rope", "p-rope-0.75", "p-rope-0.25"),
+    "rotate less (NeoX, Llama 4)": ("rope", "partial-25", "nope-hybrid"),
+    "local/global (Gemma 3)": ("rope", "local-global", "local-global-1e4"),
+}
+
+_DARK, _LIGHT = shades("rope", 2)  # RoPE variants: darker and lighter than RoPE's blue
+# variant → (direct label, colour, line style). Colours keep the course's meanings
+# (plots.style.ROLE_COLOURS): RoPE blue, added positions orange, ALiBi purple, scaled RoPE
+# green, no position grey; items of one role differ by line style and their label.
+STYLE = {
+    "none": ("NoPE", ROLE_COLOURS["context"], "-"),
+    "learned": ("learned", ROLE_COLOURS["absolute"], "-"),
+    "sinusoidal": ("sinusoidal", ROLE_COLOURS["absolute"], "--"),
+    "alibi": ("ALiBi", ROLE_COLOURS["bias"], "-"),
+    "rope": ("RoPE", ROLE_COLOURS["rope"], "-"),
+    "rope+linear": ("PI", ROLE_COLOURS["scaled"], ":"),
+    "rope+ntk": ("NTK", ROLE_COLOURS["scaled"], "--"),
+    "rope+dynamic": ("dyn. NTK", ROLE_COLOURS["scaled"], "-."),
+    "rope+yarn": ("YaRN", ROLE_COLOURS["scaled"], "-"),
+    "rope-5e5": (number(5e5), _DARK, "--"),
+    "p-rope-0.75": ("p = 0.75", _DARK, "--"),
+    "p-rope-0.25": ("p = 0.25", _LIGHT, "-."),
+    "partial-25": ("25 % turn", _DARK, "--"),
+    "nope-hybrid": ("NoPE layer", _LIGHT, "-."),
+    "local-global": ("global 10⁶", _DARK, "--"),
+    "local-global-1e4": ("global 10⁴", _LIGHT, "-."),
+}
+# variant → its full name, for titles
+NAMES = {"none": "NoPE", "learned": "learned", "sinusoidal": "sinusoidal", "alibi": "ALiBi",
+         "rope": f"RoPE, base {number(1e4)}", "rope-5e5": f"RoPE, base {number(5e5)}",
+         "p-rope-0.75": "p-RoPE 0.75", "p-rope-0.25": "p-RoPE 0.25",
+         "partial-25": "partial rotary 25 %", "nope-hybrid": "RoPE + NoPE layer",
+         "local-global": "local/global", "local-global-1e4": "local/global, one base"}
+
+
+def _owner(results, variant):
+    return results["ablations"][variant]["scheme"] if variant in results["ablations"] else variant
+
+
+def seed_matrix(results: dict, variant: str, task: str, metric: str) -> np.ndarray:
+    """``(seeds, multiples)`` array of ``metric`` for ``variant`` on ``task``."""
+    scheme = _owner(results, variant)
+    return np.array([[results["units"][f"{scheme}|{seed}"][task][variant][metric][str(k)]
+                      for k in results["config"]["multiples"]]
+                     for seed in results["config"]["seeds"]], dtype=float)
+
+
+def _direct_labels(axis, ends, low, high, gap):
+    """Write each line's label right of its last point, moved apart vertically by at least
+    ``gap`` (a fraction of the y range) where lines end close together; a thin stroke in the
+    line's colour joins a moved label to its line."""
+    ends = sorted(ends, key=lambda end: end[1])
+    wanted = [(y - low) / (high - low) for _, y, _, _ in ends]
+    placed = []
+    for fraction in wanted:  # upwards: each at least gap above the previous
+        placed.append(max(fraction, placed[-1] + gap) if placed else fraction)
+    overflow = placed[-1] - 1.0
+    if overflow > 0:  # then downwards from the top, keeping the gaps
+        placed[-1] -= overflow
+        for index in range(len(placed) - 2, -1, -1):
+            placed[index] = min(placed[index], placed[index + 1] - gap)
+    for (x, y, label, colour), fraction in zip(ends, placed, strict=True):
+        y_text = low + fraction * (high - low)
+        moved = abs(fraction - (y - low) / (high - low)) > gap / 3
+        axis.annotate(label, (x, y), xytext=(x * 2 ** 0.35, y_text), textcoords="data",
+                      va="center", fontsize=TEXT, color=colour, annotation_clip=False,
+                      arrowprops={"arrowstyle": "-", "color": colour, "linewidth": 1,
+                                  "shrinkA": 0, "shrinkB": 2} if moved else None)
+
+
+@course_style
+def scheme_curves(results: dict, task: str = "copy"):
+    """Loss (copy) or accuracy (retrieval) against test length, one small panel per group
+    of :data:`PANELS`: line = mean over seeds, vertical bar = min–max over seeds (dodged
+    sideways so bars at one length do not hide each other), each line labelled at its end.
+
+    ``fig.axes[p].lines[i]`` is variant ``PANELS[...][i]`` of panel p, its y-data the mean.
+    """
+    metric = "loss" if task == "copy" else "accuracy"
+    config = results["config"]
+    multiples = np.array(config["multiples"], dtype=float)
+    height = 7.2
+    figure, axes = new_figure(2, 3, width=WIDTH, height=height, sharex=True, sharey=True)
+    drawn = {variant: seed_matrix(results, variant, task, metric)
+             for variants in PANELS.values() for variant in variants}
+    if task == "copy":
+        top = max(max(values.max() for values in drawn.values()), results["guess_loss"])
+        low, high = 0.0, 1.08 * top
+    else:
+        low, high = 0.0, 1.04
+    # a label's height as a fraction of one panel's y range (two rows share ~70 % of it)
+    gap = 1.4 * TEXT / 72 / (0.33 * height)
+    for axis, (title, variants) in zip(axes.flat, PANELS.items(), strict=True):
+        ends = []
+        for index, variant in enumerate(variants):
+            label, colour, style = STYLE[variant]
+            values = drawn[variant]
+            axis.plot(multiples, values.mean(0), style, color=colour, linewidth=2.4,
+                      marker="o", markersize=4, label=label)
+            shift = 2 ** (0.07 * (index - (len(variants) - 1) / 2))
+            axis.vlines(multiples * shift, values.min(0), values.max(0), color=colour,
+                        linewidth=2.5)
+            ends.append((multiples[-1], values.mean(0)[-1], label, colour))
+        axis.set_ylim(low, high)
+        _direct_labels(axis, ends, low, high, gap)
+        axis.set_xscale("log", base=2)
+        axis.set_xlim(multiples[0] / 1.25, multiples[-1] * 1.25)
+        axis.set_xticks(multiples, labels=[f"{k:g}×" for k in multiples])
+        axis.minorticks_off()
+        axis.set_title(title, fontsize=TEXT)
+        axis.tick_params(labelsize=TEXT)
+    if task == "copy":
+        for axis in axes.flat:
+            axis.axhline(results["guess_loss"], color=ROLE_COLOURS["context"], linewidth=1)
+        axes[0, 0].annotate("uniform guess", (multiples[0], results["guess_loss"]),
+                            xytext=(0, 3), textcoords="offset points", fontsize=TEXT,
+                            color=ROLE_COLOURS["context"])
+        figure.supylabel("loss on the copied tokens (nats)", fontsize=TEXT)
+    else:
+        figure.supylabel("retrieval accuracy", fontsize=TEXT)
+    figure.supxlabel(f"test length, in multiples of the training length L = "
+                     f"{config['train_length']}", fontsize=TEXT)
+    seeds = len(config["seeds"])
+    what = "copy task: loss" if task == "copy" else "retrieval task: accuracy"
+    figure.suptitle(f"{what} against test length (line: mean of {seeds} seeds, "
+                    "bar: lowest to highest)", fontsize=TEXT + 1)
+    return figure
+
+
+@course_style
+def depth_heatmaps(results: dict, variants=("rope", "rope-5e5", "learned", "alibi",
+                                              "nope-hybrid", "local-global")):
+    """Needle-in-a-haystack maps: retrieval accuracy by needle depth (rows) and test length
+    (columns), the mean over seeds. ``fig.axes[i].images[0]`` holds variant i's array."""
+    config = results["config"]
+    multiples, bins = config["multiples"], config["depth_bins"]
+    figure, axes = new_figure(2, 3, width=WIDTH, height=6.6, sharex=True, sharey=True)
+    largest_range = 0.0
+    for axis, variant in zip(axes.flat, variants, strict=False):
+        per_seed = np.array([[[np.nan if v is None else v for v in
+                               results["units"][f"{_owner(results, variant)}|{seed}"]
+                               ["retrieval"][variant]["accuracy_by_depth"][str(k)]]
+                              for k in multiples] for seed in config["seeds"]], dtype=float)
+        mean = per_seed.mean(0).T  # (depth bins, multiples)
+        largest_range = max(largest_range, float(np.nanmax(per_seed.max(0) - per_seed.min(0))))
+        image = axis.imshow(mean, origin="upper", aspect="auto", cmap=SEQUENTIAL_CMAP,
+                            vmin=0, vmax=1)
+        axis.set_title(NAMES[variant], fontsize=TEXT)
+        axis.set_xticks(range(len(multiples)), labels=[f"{k}×" for k in multiples])
+        axis.set_yticks([0, bins - 1], labels=["start", "end"])
+        axis.tick_params(labelsize=TEXT)
+        axis.grid(False)
+    for axis in axes[:, 0]:
+        axis.set_ylabel("needle depth", fontsize=TEXT)
+    for axis in axes[1]:
+        axis.set_xlabel("test length", fontsize=TEXT)
+    colourbar = figure.colorbar(image, ax=axes, shrink=0.8)
+    colourbar.set_label("accuracy (mean of seeds)", fontsize=TEXT)
+    colourbar.ax.tick_params(labelsize=TEXT)
+    figure.suptitle(f"retrieval accuracy by depth and length ({len(config['seeds'])} seeds; "
+                    f"largest seed range in a cell {largest_range:.2f})", fontsize=TEXT + 1)
+    return figure
+
+
+ABLATION_GROUPS = (
+    ("RoPE", "rope", ("rope", "rope+window")),
+    ("ALiBi", "bias", ("alibi", "alibi+window")),
+    ("learned", "absolute", ("learned", "learned+zeroed", "learned+redrawn")),
+)
+ABLATION_LABELS = {"rope": "as\ntrained", "rope+window": "offsets\n< L",
+                   "alibi": "as\ntrained", "alibi+window": "offsets\n< L",
+                   "learned": "as\ntrained", "learned+zeroed": "rows\n≥ L\n= 0",
+                   "learned+redrawn": "rows\n≥ L\nrandom"}
+
+
+@course_style
+def ablations(results: dict):
+    """Left: copy loss at the longest length, one dot per seed and a bar at the mean, for
+    each ablation of :data:`ABLATION_GROUPS` (the model as trained: a filled bar in its
+    role's colour; an ablation: a hatched outline of it). Right: copy loss at length L of
+    RoPE with PI factor k (``rope+linear@L``) against k, mean line and min–max bars,
+    over the min–max band of plain RoPE at L.
+
+    ``fig.axes[0].patches[j]`` is the j-th bar (groups in order); ``fig.axes[1].lines[0]``
+    the PI-at-L mean."""
+    config = results["config"]
+    longest = max(config["multiples"])
+    figure, (left, right) = new_figure(1, 2, width=WIDTH, height=5.0,
+                                       gridspec_kw={"width_ratios": [2.1, 1]})
+    position, ticks, labels, groups = 0, [], [], []
+    for name, role, variants in ABLATION_GROUPS:
+        colour, first = ROLE_COLOURS[role], position
+        for variant in variants:
+            values = seed_matrix(results, variant, "copy", "loss")[:, -1]
+            if "+" in variant:  # an ablation: the outline of the trained model's bar
+                left.bar(position, values.mean(), width=0.8, facecolor="white",
+                         edgecolor=colour, hatch="//", linewidth=2)
+            else:
+                left.bar(position, values.mean(), width=0.8, color=colour)
+            left.plot([position] * len(values), values, "o", color=ROLE_COLOURS["reference"],
+                      markersize=6)
+            ticks.append(position)
+            labels.append(ABLATION_LABELS[variant])
+            position += 1
+        groups.append((name, colour, (first + position - 1) / 2))
+        position += 0.4
+    left.set_yscale("log")
+    low, high = left.get_ylim()
+    left.set_ylim(low, high * 2.2)  # room for the group names
+    log_ticks(left, y_ticks=one_two_five(low, high * 2.2))
+    for name, colour, centre in groups:
+        left.annotate(name, (centre, 1), xycoords=("data", "axes fraction"), xytext=(0, -6),
+                      textcoords="offset points", ha="center", va="top", fontsize=TEXT,
+                      color=colour)
+    left.set_xticks(ticks, labels=labels, fontsize=TEXT)
+    left.tick_params(labelsize=TEXT)
+    left.set_ylabel(f"copy loss at {longest}× L (nats)", fontsize=TEXT)
+    left.set_title("hide what lies past L (dots: seeds)", fontsize=TEXT)
+    multiples = np.array(config["multiples"])
+    squeezed = seed_matrix(results, "rope+linear@L", "copy", "loss")
+    scaled = ROLE_COLOURS["scaled"]
+    right.plot(multiples, squeezed.mean(0), ":", color=scaled, linewidth=2.4, marker="o")
+    right.vlines(multiples, squeezed.min(0), squeezed.max(0), color=scaled, linewidth=2.5)
+    plain = seed_matrix(results, "rope", "copy", "loss")[:, 0]
+    right.axhspan(plain.min(), plain.max(), color=ROLE_COLOURS["rope"], alpha=0.35)
+    right.set_xscale("log", base=2)
+    right.set_yscale("log")
+    low, high = right.get_ylim()
+    log_ticks(right, y_ticks=one_two_five(low, high))
+    right.set_xticks(multiples, labels=[f"{k}" for k in multiples])
+    right.minorticks_off()
+    right.tick_params(labelsize=TEXT)
+    right.annotate("PI,\nfactor k", (multiples[-1], squeezed.mean(0)[-1]), xytext=(0, -12),
+                   textcoords="offset points", ha="right", va="top", fontsize=TEXT,
+                   color=scaled)
+    right.annotate("RoPE, no PI", (1, plain.max()), xycoords=("axes fraction", "data"),
+                   xytext=(-4, 4), textcoords="offset points", ha="right", va="bottom",
+                   fontsize=TEXT, color=ROLE_COLOURS["rope"])
+    right.set_xlabel("PI factor k", fontsize=TEXT)
+    right.set_ylabel(f"copy loss at L = {config['train_length']}", fontsize=TEXT)
+    right.set_title("PI at length L", fontsize=TEXT)
+    figure.suptitle(f"copy-task ablations ({len(config['seeds'])} seeds): what breaks, "
+                    "and what is never used", fontsize=TEXT + 1)
+    return figure

@@ -1,0 +1,153 @@
+"""``python -m rope_lab.hf``: the offline config inspector, and rope_lab.hf.report."""
+
+import json
+import math
+import subprocess
+import sys
+from importlib import resources
+
+import pytest
+import torch
+
+from rope_lab.hf import __main__ as cli
+from rope_lab.hf import report
+
+FIXTURES = resources.files("rope_lab.hf") / "fixtures"
+NAMES = sorted(path.name for path in FIXTURES.iterdir() if path.name.endswith(".json"))
+
+
+def run(capsys, *args):
+    code = cli.main([str(arg) for arg in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path, config, name="config.json"):
+    path = tmp_path / name
+    path.write_text(config if isinstance(config, str) else json.dumps(config))
+    return path
+
+
+LLAMA = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+         "num_hidden_layers": 32, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+         "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                          "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}
+
+
+def test_every_fixture_has_a_source_and_is_inspected(capsys):
+    assert len(NAMES) >= 12
+    for name in NAMES:
+        config = json.loads((FIXTURES / name).read_text())
+        assert config["_source"]["source"], name
+        code, out, err = run(capsys, FIXTURES / name)
+        assert code == 0, (name, err)
+        assert "rotary dims" in out and "wavelengths" in out and "base" in out
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("llama_3_1_8b.json", ["llama3 (factor=8", "trained context  8192", "× 8 → 65536"]),
+    ("llama_4_scout.json", ["NoPE layers (12): 3, 7, 11"]),
+    ("phi_3_5_mini.json", ["longrope", "short_factor up to 4096", "48 values"]),
+    ("deepseek_v3.json", ["rotary dims      64 of head_dim 192", "softmax scale    × 1.87"]),
+    ("gemma_3_4b.json", ["[full_attention]", "[sliding_attention]", "base             10000"]),
+    ("gemma_4_text.json", ["128 of head_dim 512 (proportional: 192 pairs have θ = 0)"]),
+    ("phi_2.json", ["rotary dims      32 of head_dim 80"]),
+    ("gpt_neox_20b.json", ["rotary dims      24 of head_dim 96"]),
+])
+def test_report_lines(capsys, name, expected):
+    code, out, _ = run(capsys, FIXTURES / name)
+    assert code == 0
+    for text in expected:
+        assert text in out, text
+
+
+def test_attention_factor_is_yarns_formula(capsys):
+    _, out, _ = run(capsys, FIXTURES / "qwen2_5_7b_yarn.json")
+    assert f"attention factor {0.1 * math.log(4) + 1:.6g}" in out
+
+
+def test_critical_dimension_matches_the_closed_form():
+    # pair i turns within L when 2π·base^(2i/d) ≤ L, i.e. i ≤ (d/2)·log_base(L/2π)
+    for name in ("llama_2_7b.json", "llama_3_8b.json", "mistral_7b.json", "phi_2.json"):
+        config = json.loads((FIXTURES / name).read_text())
+        (entry,) = report.describe(config).values()
+        d, base, length = entry.spec.rotary_dim, entry.spec.base, entry.spec.trained_context
+        expected = math.floor(d / 2 * math.log(length / (2 * math.pi)) / math.log(base)) + 1
+        assert entry.critical_pairs == min(expected, d // 2), name
+
+
+def test_plot_writes_a_png(capsys, tmp_path):
+    png = tmp_path / "spectrum.png"
+    code, out, _ = run(capsys, FIXTURES / "gemma_3_4b.json", "--plot", png)
+    assert code == 0 and f"wrote {png}" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(("change", "warning"), [
+    (lambda c: c.update(rope_scailing=c.pop("rope_scaling")), "'rope_scailing' looks like a "
+     "misspelling of 'rope_scaling'"),
+    (lambda c: c["rope_scaling"].update(low_freq_factr=1.0), "transformers ignores "
+     "'low_freq_factr'"),
+    (lambda c: c["rope_scaling"].update(beta_fast=32), "'beta_fast' (a yarn option)"),
+    (lambda c: c["rope_scaling"].pop("original_max_position_embeddings"),
+     "no original_max_position_embeddings"),
+    (lambda c: c["rope_scaling"].pop("rope_type"), "rope_scaling has no rope_type"),
+    (lambda c: c.update(rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+     "rope_scaling and rope_parameters are both set"),
+])
+def test_warnings_for_what_transformers_ignores(capsys, tmp_path, change, warning):
+    config = json.loads(json.dumps(LLAMA))
+    change(config)
+    code, out, _ = run(capsys, write(tmp_path, config))
+    assert code == 0
+    assert any(line.startswith("warning:") and warning in line for line in out.splitlines()), out
+
+
+def test_a_clean_config_has_no_warnings(capsys, tmp_path):
+    _, out, _ = run(capsys, write(tmp_path, LLAMA))
+    assert "warning" not in out
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ("{not json", "is not JSON"),
+    ("[1, 2]", "holds a JSON list"),
+    ({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12}, "no RoPE parameters"),
+    ({**LLAMA, "head_dim": 127}, "odd"),
+    ({**LLAMA, "rope_scaling": {**LLAMA["rope_scaling"], "factor": 0.5}}, "factor"),
+    ({**LLAMA, "rope_scaling": {"rope_type": "magic"}}, "rope_type 'magic'"),
+])
+def test_bad_input_gets_one_clear_error(capsys, tmp_path, config, message):
+    code, out, err = run(capsys, write(tmp_path, config))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+
+
+def test_missing_file(capsys, tmp_path):
+    code, _, err = run(capsys, tmp_path / "absent.json")
+    assert code == 2 and "is not a file" in err
+
+
+def test_module_entry_point_prints_no_traceback(tmp_path):
+    bad = write(tmp_path, "{oops")
+    result = subprocess.run([sys.executable, "-m", "rope_lab.hf", str(bad)],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "is not JSON" in result.stderr
+
+
+def test_nope_layers_default_interval_and_null_blocks():
+    llama4 = {"model_type": "llama4_text", "num_hidden_layers": 8, "head_dim": 64,
+              "rope_theta": 5e5, "no_rope_layers": []}
+    assert report.nope_layers(llama4) == [3, 7]
+    nested = {"model_type": "x", "head_dim": 64, "num_hidden_layers": 4,
+              "layer_types": ["sliding_attention", "full_attention"] * 2,
+              "rope_parameters": {"sliding_attention": {"rope_theta": 1e4},
+                                  "full_attention": None}}
+    assert report.nope_layers(nested) == [1, 3]
+    assert report.describe(nested)["full_attention"] is None
+
+
+def test_wavelengths_skip_pairs_that_never_turn():
+    freqs = torch.tensor([1.0, 0.5, 0.0], dtype=torch.float64)
+    assert torch.allclose(report.wavelengths(freqs), 2 * math.pi / freqs[:2])
+    assert report.critical_pairs(freqs, 7) == 1
