@@ -119,6 +119,32 @@ def _notebook_12():
             what_changed.depth_heatmaps(results), what_changed.ablations(results)]
 
 
+# Defects this test found in figures outside issue 29's list, not fixed yet: each is
+# reported as an expected failure until its figure is mended (strict: a mended figure makes
+# its entry fail, so the entry is removed with the fix).
+KNOWN = {
+    "alibi_heatmap": "faint: 'head 7' label in the lightest purple shade",
+    "angle_precision": "legend on the 'integers exact up to …' line; 'key' past the canvas",
+    "attention_weights": "the causal figure's two-line title past both sides of the canvas",
+    "bound_counterexample": "legend on the d/2 and Δ = 1000 guide lines",
+    "encoding_sizes": "legend on the 'binary' line",
+    "extrapolation_by_position": "faint orange direct labels",
+    "extrapolation_losses": "faint orange direct labels",
+    "rotation_2d": "faint sky-blue 'k' labels",
+    "angle_precision_panel": "legend on the 'integers exact' line; float32 entry's colour",
+    "binary_panel": "legend on the 'binary' line at d = 8",
+    "decay_panel": "legend on the curves for correlated q/k",
+    "roofline_panel": "'ridge 100 000 FLOP/byte' past the canvas at a 10⁶ peak",
+    "rotation_2d_panel": "'q' over 'R₀q' where the vectors coincide; faint 'k'",
+    "sinusoidal_panel": "legend on the dot-product curves for L ≥ 272",
+}
+
+
+def _known(name):
+    return pytest.param(name, marks=pytest.mark.xfail(
+        reason=f"known, not yet mended: {KNOWN[name]}", strict=True)) if name in KNOWN else name
+
+
 ALL_FIGURES = {**FIGURES, "hf --plot": _real_model_spectra, "notebook 11": _notebook_11,
                "notebook 12": _notebook_12}
 
@@ -129,14 +155,14 @@ def _drawn(name: str) -> tuple:
     return tuple(drawn) if isinstance(drawn, list) else (drawn,)
 
 
-@pytest.mark.parametrize("name", sorted(ALL_FIGURES))
+@pytest.mark.parametrize("name", [_known(name) for name in sorted(ALL_FIGURES)])
 def test_figure_has_no_layout_defects(name):
     found = [f"figure {index}: {problem}" for index, figure in enumerate(_drawn(name))
              for problem in problems(figure)]
     assert not found, f"{name}:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("name", sorted(widgets.PANELS))
+@pytest.mark.parametrize("name", [_known(name) for name in sorted(widgets.PANELS)])
 def test_panel_figure_has_no_layout_defects(name):
     """A panel's figure as the widget shows it: after a move of each control (a live figure
     changes its artists, and its legend must follow), sharp and as a preview."""
