@@ -125,9 +125,22 @@ KERNEL_PRINT = """async code => {
 REDRAWS = ("import json; print(json.dumps({name: panel.redraw_log[1:] "
            "for name, panel in panels.items()}))")
 
-SIZE = """img => ({shown: img.clientWidth, natural: img.naturalWidth,
-                  css: Number(img.getAttribute('width')),
-                  area: img.closest('.jp-OutputArea-output').clientWidth})"""
+# `cut`: px of the image hidden by an ancestor that clips its overflow (the output area,
+# the notebook): a figure wider than the room the lab gives it loses its right edge.
+SIZE = """img => {
+    const box = img.getBoundingClientRect();
+    let left = -Infinity, right = Infinity;
+    for (let e = img.parentElement; e; e = e.parentElement) {
+        if (getComputedStyle(e).overflowX !== 'visible') {
+            const r = e.getBoundingClientRect();
+            left = Math.max(left, r.left); right = Math.min(right, r.right);
+        }
+    }
+    return {shown: img.clientWidth, natural: img.naturalWidth,
+            css: Number(img.getAttribute('width')),
+            area: img.closest('.jp-OutputArea-output').clientWidth,
+            cut: Math.max(0, box.right - right) + Math.max(0, left - box.left)};
+}"""
 
 
 def burners_wanted() -> int:
@@ -218,6 +231,7 @@ def test_every_panel_redraws_once_per_key_press(request):
             assert size["natural"] == 2 * size["css"], f"{name}: not a 2× PNG: {size}"
             assert size["shown"] == size["css"] <= size["area"], (
                 f"{name}: the figure is shrunk or cut to fit: {size}")
+            assert size["cut"] <= 0.5, f"{name}: {size['cut']:.0f} px of the figure hidden"
             panel.screenshot(path=ARTIFACTS / f"panel-{name}-before.png")
             readout = slider.locator(".widget-readout")
             key_to_paint, key_to_next_frame, key_to_sharp = [], [], []
