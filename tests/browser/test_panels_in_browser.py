@@ -91,7 +91,12 @@ ARM = """([img, handle]) => {
             const first = press.changes === 1;
             if (first) { press.src = performance.now(); }
             img.decode().catch(() => null).then(() => {
-                if (first) { press.decoded = performance.now(); }
+                if (first) {
+                    press.decoded = performance.now();
+                    // the preview's size, read before the sharp figure can replace it
+                    press.preview_natural = img.naturalWidth;
+                    press.preview_shown = img.clientWidth;
+                }
                 requestAnimationFrame(() => {
                     const after = new MessageChannel();
                     after.port1.onmessage = () => {
@@ -246,9 +251,11 @@ def test_every_panel_redraws_once_per_key_press(request):
                     handle.press("ArrowLeft" if key == "ArrowRight" else "ArrowRight")
                 page.wait_for_function("() => window.ropeLabPress.painted !== null",
                                        timeout=30_000, polling="raf")
-                preview = image.evaluate(SIZE)
-                assert preview["natural"] == preview["css"] == preview["shown"], (
-                    f"{name}: the preview is not a 1× PNG shown at its size: {preview}")
+                preview = page.evaluate("() => window.ropeLabPress")
+                assert preview["preview_natural"] == size["css"] == preview["preview_shown"], (
+                    f"{name}: the preview is not a 1× PNG shown at its size: "
+                    f"{preview['preview_natural']} px wide, shown at "
+                    f"{preview['preview_shown']} px, {size}")
                 pictures.add(image.get_attribute("src"))
                 if press == 0:
                     panel.screenshot(path=ARTIFACTS / f"panel-{name}-preview.png")
