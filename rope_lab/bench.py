@@ -426,8 +426,10 @@ def _main_widgets(argv) -> int:
 
     report = widgets.redraw_times()
     print(widgets.format_redraw_table(report))
-    print("(median Python redraw per move: compute, Agg draw and PNG; the browser adds the "
-          "round trip and the paint, measured by tests/browser/test_panels_in_browser.py)")
+    print("(Python redraw per move: compute, Agg draw and PNG, for the 1× preview a key press "
+          "waits for and the 2× figure drawn after a pause; the browser adds the round trip, "
+          "the decode and the paint, measured by tests/browser/test_panels_in_browser.py, "
+          f"which can run beside CPU burners; load average now {os.getloadavg()[0]:.1f})")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"provenance": provenance("cpu", torch.float32), "panels": report},

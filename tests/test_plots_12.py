@@ -18,7 +18,7 @@ from test_style import confusable_pairs
 
 from rope_lab.experiments import position_schemes as ps
 from rope_lab.plots import what_changed as figures
-from rope_lab.plots.style import DISPLAY_DPI, PALETTE, ROLE_COLOURS, new_figure
+from rope_lab.plots.style import DISPLAY_DPI, PALETTE, ROLE_COLOURS, new_figure, readable
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +103,9 @@ def test_every_line_has_a_direct_label_and_labels_do_not_overlap(drawn, task):
             # the text's own box (an Annotation's extent includes its connector)
             box_a, box_b = (Text.get_window_extent(t, renderer) for t in (a, b))
             assert not box_a.overlaps(box_b), (axes.get_title(), a.get_text(), b.get_text())
-        for label in labels:  # in the line's colour
+        for label in labels:  # in the line's colour, darkened where it would be faint
             variant = next(v for v in variants if figures.STYLE[v][0] == label.get_text())
-            assert mcolors.same_color(label.get_color(), figures.STYLE[variant][1])
+            assert mcolors.same_color(label.get_color(), readable(figures.STYLE[variant][1]))
 
 
 def test_ablation_bars_are_the_seed_means_and_ablations_are_hatched(results, drawn):

@@ -128,3 +128,83 @@ def test_a_panel_displays_as_the_widget_with_a_png_and_text_fallback():
     assert base64.b64decode(data["image/png"]) == panel.png
     assert metadata["image/png"] == {"width": 720}
     assert data["text/plain"].startswith("<rope_lab panel _line(slope=1.0, points=5)")
+
+
+@pytest.mark.parametrize("values, error, message", [
+    # The issue's cases: each was clamped or rounded in silence to 256, 8 and 16.
+    ({"dim": 1000}, ValueError,
+     r"^dim must be an integer from 8 to 256 in steps of 8 \(the values its slider takes\), "
+     r"got 1000$"),
+    ({"dim": 7}, ValueError, r"^dim must be an integer from 8 to 256 in steps of 8 .*got 7$"),
+    ({"length": -5}, ValueError,
+     r"^length must be an integer from 16 to 512 in steps of 16 .*got -5$"),
+    ({"dim": 64.0}, TypeError, r"^dim must be an int, got 64.0 of type float$"),
+    ({"base": 12345.0}, ValueError, r"^base must be one of 1, 10, 100, .* got 12345.0$"),
+])
+def test_set_refuses_what_the_factory_refuses(values, error, message):
+    panel = widgets.sinusoidal_panel()
+    before = (panel.values, len(panel.redraw_seconds))
+    with pytest.raises(error, match=message):
+        panel.set(**values)
+    assert (panel.values, len(panel.redraw_seconds)) == before  # nothing set, nothing drawn
+    with pytest.raises(ValueError, match=r"^dim must be"):  # the factory says the same
+        widgets.sinusoidal_panel(**{"dim": 1000})
+
+
+def test_set_refuses_a_float_off_its_slider_and_takes_its_ends():
+    panel = widgets.rotation_2d_panel()
+    with pytest.raises(ValueError, match=r"^theta must be a number from 0 to 3.14 .*got 4.0$"):
+        panel.set(theta=4.0)
+    with pytest.raises(ValueError, match=r"^theta must be .*got nan$"):
+        panel.set(theta=float("nan"))
+    panel.set(theta=3.14, m=12, shift=0)
+    assert panel.values["theta"] == 3.14 and panel.values["m"] == 12
+
+
+def test_a_move_in_the_front_end_shows_a_preview_then_the_sharp_figure():
+    """Inside a running event loop (a kernel), a moved control is answered with a 1× preview
+    at once and the 2× figure after SHARPEN_AFTER_S without another move; a move before
+    then postpones it. Panel.set and moves outside a loop draw sharp at once."""
+    import asyncio
+
+    panel = _line_panel()
+
+    def size():
+        return PIL.Image.open(io.BytesIO(panel.png)).size
+
+    async def student():
+        panel.controls["slope"].value = 2.0
+        assert size() == (720, 360) and not panel.sharp  # the preview, same CSS width
+        assert panel.image.width == "720"
+        await asyncio.sleep(widgets.SHARPEN_AFTER_S / 2)
+        panel.controls["slope"].value = -2.0  # a second move before the pause ends
+        await asyncio.sleep(widgets.SHARPEN_AFTER_S / 2 + 0.05)
+        assert size() == (720, 360)  # still the preview: the pause started again
+        await asyncio.sleep(widgets.SHARPEN_AFTER_S)
+        assert size() == (1440, 720) and panel.sharp
+
+    before = len(panel.redraw_log)
+    asyncio.run(student())
+    assert [entry["preview"] for entry in panel.redraw_log[before:]] == [True, True, False]
+    assert list(panel.figure.axes[0].lines[0].get_ydata())[-1] == -8.0
+    panel.set(slope=1.0)
+    assert size() == (1440, 720)
+
+
+def test_preview_and_sharp_figures_show_the_same_picture():
+    """The preview is the sharp figure at half the resolution (each redraws only the moved
+    artists over the cached static layer of its own resolution)."""
+    import numpy as np
+
+    panel = widgets.decay_panel()
+    panel._apply({"base": 500.0})
+    panel.redraw(preview=True)
+    preview = np.asarray(PIL.Image.open(io.BytesIO(panel.png)).convert("L"), float)
+    panel.redraw()
+    sharp = PIL.Image.open(io.BytesIO(panel.png)).convert("L")
+    halved = np.asarray(sharp.resize(preview.shape[::-1], PIL.Image.BOX), float)
+    assert preview.shape == (sharp.size[1] // 2, sharp.size[0] // 2)
+    assert np.mean(np.abs(preview - halved)) < 6  # antialiasing differs, nothing else
+    panel.redraw(preview=True)  # and back: the cached 1× background is still right
+    again = np.asarray(PIL.Image.open(io.BytesIO(panel.png)).convert("L"), float)
+    assert np.array_equal(again, preview)

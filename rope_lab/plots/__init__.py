@@ -98,6 +98,7 @@ from rope_lab.plots.style import (
     number,
     one_two_five,
     render_png,
+    render_rgba,
     role,
     shades,
 )
@@ -149,6 +150,7 @@ __all__ = [
     "position_similarity",
     "random_vs_correlated",
     "render_png",
+    "render_rgba",
     "roofline",
     "rope_2d_kernels",
     "rope_frequencies",

@@ -128,7 +128,7 @@ def sinusoidal_pe_figure(length: int = 128, dim: int = 64, base: float = 10000.0
     (the dot products themselves; each line's transform divides them by d/2).
     A live figure: a panel updates it in place.
     """
-    figure, (left, right) = fixed_layout_figure(1, 2, width=9.3, height=4.4, left=0.085,
+    figure, (left, right) = fixed_layout_figure(1, 2, width=9.0, height=4.4, left=0.085,
                                                 right=0.98, bottom=0.15, top=0.84,
                                                 wspace=0.45,
                                                 gridspec_kw={"width_ratios": [1, 1.3]})

@@ -135,8 +135,12 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
 
     if method not in scaling.METHODS:
         raise ValueError(f"method must be one of {scaling.METHODS}, got {method!r}")
-    figure, (left, right) = fixed_layout_figure(1, 2, width=9.3, height=4.6, left=0.085,
-                                                right=0.99, bottom=0.2, top=0.9, wspace=0.5)
+    # 9 in = 810 CSS px: inside JupyterLab's output area at 1280 × 800 with the sidebar
+    # open, the widget box's own padding included (9.3 in lost the right spine there). The
+    # method legend sits under the left axes, off the curves.
+    figure, (left, right) = fixed_layout_figure(1, 2, width=9.0, height=5.4, left=0.09,
+                                                right=0.975, bottom=0.3, top=0.92,
+                                                wspace=0.5)
     pairs = list(range(dim // 2))
     theta = _scaled("default", dim, base, 1.0, original_length, beta_fast, beta_slow)
     wavelength = scaling.wavelengths(theta).numpy()
@@ -161,7 +165,6 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
               xlim=(-0.5, len(pairs) - 0.5),
               ylim=(1.0, nice_limit(64 * float(wavelength.max()))))
     log_ticks(right)
-    right.legend(loc="upper left")
 
     def update(dim=dim, base=base, factor=factor, original_length=original_length,
                method=method, beta_fast=beta_fast, beta_slow=beta_slow):
@@ -176,7 +179,8 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
             line.set(linewidth=3.4 if chosen else 1.4, alpha=1.0 if chosen else 0.6,
                      zorder=3 if chosen else 2)
         pi_line.set_ydata([1 / factor, 1 / factor])
-        left.legend(loc="lower left", ncol=2, handlelength=2.4, columnspacing=1.0)
+        left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
+                    handlelength=2.2, columnspacing=0.8, borderaxespad=0)
         left.set_title(f"Rotation speed, s = {number(factor)} ({method} thick)")
         turns = scaling.wavelengths(theta).numpy() <= original_length
         for bar, full in zip(bars, turns, strict=True):
@@ -190,6 +194,8 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
         target.set_visible(factor > 1)
         right.set_title(f"{number(int(turns.sum()))} of {number(dim // 2)} pairs turn "
                         f"within L = {number(original_length)}")
+        # Made after the dots took the method's colour: a legend copies its artists' looks.
+        right.legend(loc="upper left")
         # The static layer: the legend (which line is thick) and the bars' colours.
         return (method, original_length)
 

@@ -58,15 +58,18 @@ def config_spectrum(config, title: str = "config"):
     reports = {k: v for k, v in hf_report.describe(config).items() if v is not None}
     if not reports:
         raise ValueError(f"{title}: no layer type has RoPE; nothing to plot")
-    figure, axes = new_figure(1, len(reports), width=min(9.2, 4.1 * len(reports) + 1),
-                              height=4.4)
+    # One layer type: 6.4 in, wide enough for a title naming a long file; two: 9.2 in.
+    figure, axes = new_figure(1, len(reports), width=min(9.2, 3.2 * len(reports) + 3.2),
+                              height=5.2)
     axes = [axes] if len(reports) == 1 else list(axes)
     for panel, (layer_type, report) in zip(axes, reports.items(), strict=True):
         _spectrum(panel, report)
         spec = report.spec
-        panel.set_title(f"{layer_type or title}: {spec.rope_type}, base {number(spec.base)}")
-        panel.legend(loc="upper left")
-    figure.suptitle(f"{title}: RoPE wavelengths against the context")
+        panel.set_title(f"{layer_type or 'every layer'}\n{spec.rope_type}, "
+                        f"base {number(spec.base)}")
+        # Under the axes: inside, it sat on the trained-context line.
+        panel.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0)
+    figure.suptitle(f"{title}\nRoPE wavelengths against the context")
     return figure
 
 
@@ -74,12 +77,18 @@ def config_spectrum(config, title: str = "config"):
 def family_spectra(rows):
     """Small multiples: each family's wavelengths against its trained and scaled context.
 
+    One legend for all panels, under them: a legend inside a panel covered the point where
+    the wavelengths cross the trained context, the point of the figure.
+
     rows: ``(label, LayerTypeReport)`` pairs. Data: ``axes[k].lines[0]`` is (i, 2π/θ_i).
     """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     count = len(rows)
     columns = 2  # three columns of log axes do not fit the 848 px output area legibly
     lines = math.ceil(count / columns)
-    figure, axes = new_figure(lines, columns, width=9.2, height=2.5 * lines + 0.4)
+    figure, axes = new_figure(lines, columns, width=9.2, height=2.5 * lines + 1.0)
     flat = list(axes.flat)
     for panel, (label, report) in zip(flat, rows, strict=False):
         _spectrum(panel, report)
@@ -88,9 +97,15 @@ def family_spectra(rows):
         panel.set_ylabel("λ (positions)")
     for panel in flat[count:]:
         panel.set_visible(False)
-    flat[0].legend(loc="upper left")
-    figure.suptitle("Wavelengths 2π/θ_i against the trained (dashed) and scaled (dotted) "
-                    "context")
+    # Proxies in the panels' own styles (see _spectrum): one entry per kind of mark.
+    handles = [Line2D([], [], marker="o", ms=3, color=role("rope"), label="wavelength 2π/θ_i"),
+               Line2D([], [], color=role("reference"), ls="--", lw=1.5,
+                      label="trained context"),
+               Line2D([], [], color=role("scaled"), ls=":", lw=2,
+                      label="context it was scaled for"),
+               Patch(color=role("context"), alpha=0.25, label="pairs with θ = 0")]
+    figure.legend(handles=handles, loc="outside lower center", ncol=2)
+    figure.suptitle("Wavelengths 2π/θ_i of each layer type against its context")
     return figure
 
 
@@ -107,21 +122,50 @@ def base_over_years(rows):
     groups: dict[tuple[int, float], list[str]] = {}
     for label, year, base in rows:
         groups.setdefault((year, base), []).append(label)
-    for (year, base), labels in groups.items():
-        # a neighbour less than half a decade away in the same year: split up and down
-        near = [b for (y, b) in groups if y == year and b != base
-                and abs(math.log10(b / base)) < 0.5]
-        above, below = any(b < base for b in near), any(b > base for b in near)
-        va, dy = ("bottom", 4) if above else ("top", -4) if below else ("center", 0)
-        axes.annotate("\n".join(labels), (year, base), xytext=(8, dy),
-                      textcoords="offset points", va=va)
     axes.set_yscale("log")
     _decade_ticks(axes, min(bases) / 2, max(bases) * 2)
     axes.set_xlim(min(years) - 0.5, max(years) + 1.5)
     axes.set_xticks(range(min(years), max(years) + 1))
     axes.set(xlabel="release year", ylabel="RoPE base",
              title="RoPE base of each release (log scale)")
+    _place_labels(figure, axes, {point: "\n".join(labels) for point, labels in groups.items()})
     return figure
+
+
+# Where a point's label may go, in order of preference: (offset in points, ha, va).
+_SPOTS = (((8, 0), "left", "center"), ((0, 8), "center", "bottom"),
+          ((0, -8), "center", "top"), ((8, 6), "left", "bottom"), ((8, -6), "left", "top"),
+          ((-8, 0), "right", "center"))
+
+
+def _place_labels(figure, axes, labels: dict) -> None:
+    """Label each point ``(x, y) → text`` at the first spot of :data:`_SPOTS` where the
+    text, as the renderer measures it, covers no point, no label placed before it, and
+    stays inside the axes (a label on a marker or on another label is unreadable)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    if figure.get_layout_engine() is not None:
+        figure.canvas.draw()  # the layout moves the axes: measure where they end up
+    radius = 6 * figure.dpi / 72  # the markers' radius (s = 60 pt²), in px
+    points = [axes.transData.transform(point) for point in labels]
+    frame = axes.get_window_extent(renderer)
+    taken = []
+    for point, text in labels.items():
+        for offset, ha, va in _SPOTS:
+            label = axes.annotate(text, point, xytext=offset, textcoords="offset points",
+                                  ha=ha, va=va)
+            box = label.get_window_extent(renderer)
+            inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
+                      and box.y1 <= frame.y1)
+            on_point = any(box.x0 - radius < x < box.x1 + radius
+                           and box.y0 - radius < y < box.y1 + radius for x, y in points)
+            if inside and not on_point and not any(box.overlaps(other) for other in taken):
+                taken.append(box)
+                break
+            label.remove()
+        else:
+            raise RuntimeError(f"base_over_years: no free spot for the label {text!r}")
 
 
 @course_style
@@ -198,7 +242,7 @@ def longrope_switch(config, title: str = "LongRoPE"):
     original = spec.original_max_position_embeddings
     short, _ = hf_config.inv_freq_from_spec(spec, seq_len=original, dtype=torch.float64)
     long, _ = hf_config.inv_freq_from_spec(spec, seq_len=original + 1, dtype=torch.float64)
-    figure, (left, right) = new_figure(1, 2, width=9.2, height=4.3)
+    figure, (left, right) = new_figure(1, 2, width=9.2, height=5.0)
     pairs = torch.arange(short.numel())
     left.semilogy(pairs, hf_report.wavelengths(short), "o-", ms=3, color=role("rope"),
                   label="short_factor (ℓ ≤ L)")
@@ -210,7 +254,8 @@ def longrope_switch(config, title: str = "LongRoPE"):
         left.axhline(spec.max_position_embeddings, color=role("context"), ls=":", lw=2,
                      label=f"max_position {number(spec.max_position_embeddings)}")
     left.set(xlabel="pair i", ylabel="wavelength (positions)", title="two factor lists")
-    left.legend(loc="upper left")
+    # Under the axes: inside, it covered the long factors' curve and the max_position line.
+    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, borderaxespad=0)
     lengths = list(range(original - 8, original + 9))
     slowest = [hf_config.inv_freq_from_spec(spec, seq_len=n, dtype=torch.float64)[0][-1].item()
                for n in lengths]

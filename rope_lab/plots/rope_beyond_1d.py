@@ -160,7 +160,7 @@ def mrope_sections(temporal_pairs: int = 16, base: float = 1e6, dim: int = 128,
     """
     pairs = dim // 2
     # Laid out by hand, like the heatmaps: constrained layout is slow for a live slider.
-    figure = Figure(figsize=(9.3, 4.3), layout="none")
+    figure = Figure(figsize=(9.0, 4.3), layout="none")  # 810 CSS px: fits the lab output
     left, right = figure.subplots(1, 2)
     figure.subplots_adjust(left=0.09, right=0.98, bottom=0.15, top=0.8, wspace=0.28)
     names = ("t (time)", "h (height)", "w (width)")

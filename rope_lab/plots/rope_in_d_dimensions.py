@@ -30,7 +30,7 @@ def rope_frequencies(dim: int = 64, base: float = 10000.0, length: int = 256):
     from rope_lab import _validate
 
     _validate.check_positive_int(length, "length")
-    figure, (left, right) = new_figure(1, 2, width=9.3, height=4.4)
+    figure, (left, right) = new_figure(1, 2, width=9.0, height=4.4)
     wavelengths, = left.plot([], [], "o-", ms=3, color=role("rope"), label="wavelength 2π/θᵢ")
     left.set_yscale("log")
     left.axhline(length, color=role("context"), ls="--",
@@ -98,7 +98,7 @@ def angle_precision(dtype: str = "bfloat16", dim: int = 64, base: float = 10000.
     """
     from matplotlib.ticker import MaxNLocator
 
-    figure, (left, right) = new_figure(1, 2, width=9.3, height=4.4)
+    figure, (left, right) = new_figure(1, 2, width=9.0, height=4.4)
     curves = {}
     for axes, what in ((left, "phase error (rad)"), (right, "|cos error|")):
         chosen, = axes.plot([], [], color=role("mistake"), lw=1.5, drawstyle="steps-post")

@@ -139,9 +139,16 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, width: float = 8.0, height: fl
 
 
 def render_png(figure: Figure) -> bytes:
-    """The PNG bytes of ``figure`` at its own dpi (used by widgets, the book and tests).
+    """The PNG bytes of ``figure`` at its own dpi (used by widgets, the book and tests):
+    :func:`encode_png` of :func:`render_rgba`."""
+    return encode_png(render_rgba(figure))
 
-    One Agg draw, then PNG encoding. ``savefig`` would draw twice whenever the figure has a
+
+def render_rgba(figure: Figure):
+    """Draw ``figure`` with Agg at its own dpi; its pixels as a ``(height, width, 4)`` uint8
+    array (a view of the canvas' buffer, valid until the next draw).
+
+    One Agg draw. ``savefig`` would draw twice whenever the figure has a
     layout engine (once to lay out, once to render); a slider redraw cannot afford that.
     The figure keeps its Agg canvas. A :func:`live` figure is drawn in two layers: the
     static part (axes, ticks, labels, legends) once, kept as a background, and its animated
@@ -163,9 +170,13 @@ def render_png(figure: Figure) -> bytes:
             canvas.draw()
         else:
             key = _static_key(figure)
-            saved = getattr(figure, "rope_lab_background", None)
-            if saved is not None and saved[0] == key:
-                canvas.restore_region(saved[1])
+            # One background per static key; a panel switches between two resolutions
+            # (preview and sharp), so keep the last two.
+            saved = getattr(figure, "rope_lab_backgrounds", None)
+            if saved is None:
+                saved = figure.rope_lab_backgrounds = {}
+            if key in saved:
+                canvas.restore_region(saved[key])
             else:
                 # Hidden, not just "animated", while the static layer is drawn: matplotlib
                 # before 3.10.1 draws animated images anyway, into the background.
@@ -180,13 +191,14 @@ def render_png(figure: Figure) -> bytes:
                 finally:
                     for artist, visible in zip(animated, shown, strict=True):
                         artist.set_visible(visible)
-                figure.rope_lab_background = (_static_key(figure),
-                                              canvas.copy_from_bbox(figure.bbox))
+                saved[_static_key(figure)] = canvas.copy_from_bbox(figure.bbox)
+                while len(saved) > 2:
+                    del saved[next(iter(saved))]
             renderer = canvas.get_renderer()
             for artist in sorted(animated, key=lambda artist: artist.get_zorder()):
                 if artist.get_visible():
                     artist.draw(renderer)
-    return encode_png(np.asarray(canvas.buffer_rgba()))
+    return np.asarray(canvas.buffer_rgba())
 
 
 def _freeze_axis_labels(figure, renderer) -> None:
@@ -383,3 +395,25 @@ def fixed_layout(figure, rectangles):
     for axes, rectangle in zip(figure.axes, rectangles, strict=True):
         axes.set_position(rectangle)
 
+
+
+def readable(colour, contrast: float = 4.5) -> tuple[float, float, float]:
+    """``colour`` darkened (mixed with black, hue kept) until its contrast with the white
+    page is at least ``contrast`` (WCAG 2: 4.5:1 for text); unchanged if it already is.
+
+    For text in a series' colour: a light tint (sky blue, a light shade, orange) is fine as
+    a thick line but faint as 15 px letters on a projector.
+    """
+    from matplotlib.colors import to_rgb
+
+    def ratio(rgb):
+        linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+        luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+        return 1.05 / (luminance + 0.05)
+
+    rgb = to_rgb(colour)
+    for step in range(21):
+        darker = tuple(c * (1 - step / 20) for c in rgb)
+        if ratio(darker) >= contrast:
+            return darker
+    return (0.0, 0.0, 0.0)

@@ -19,6 +19,7 @@ from rope_lab.plots.style import (
     new_figure,
     number,
     one_two_five,
+    readable,
     shades,
 )
 
@@ -80,26 +81,33 @@ def seed_matrix(results: dict, variant: str, task: str, metric: str) -> np.ndarr
 
 
 def _direct_labels(axis, ends, low, high, gap):
-    """Write each line's label right of its last point, moved apart vertically by at least
-    ``gap`` (a fraction of the y range) where lines end close together; a thin stroke in the
-    line's colour joins a moved label to its line."""
+    """Write each line's label right of its last point, in the order of the lines' ends (so
+    no two leader lines cross), at least ``gap`` (a label's height, as a fraction of the y
+    range) apart; a thin stroke joins a moved label to its line. Text in the line's colour,
+    darkened where that colour would be faint as text (:func:`readable`)."""
     ends = sorted(ends, key=lambda end: end[1])
     wanted = [(y - low) / (high - low) for _, y, _, _ in ends]
     placed = []
     for fraction in wanted:  # upwards: each at least gap above the previous
-        placed.append(max(fraction, placed[-1] + gap) if placed else fraction)
-    overflow = placed[-1] - 1.0
+        placed.append(max(fraction, placed[-1] + gap) if placed else max(fraction, gap / 2))
+    overflow = placed[-1] - (1.0 - gap / 2)
     if overflow > 0:  # then downwards from the top, keeping the gaps
         placed[-1] -= overflow
         for index in range(len(placed) - 2, -1, -1):
             placed[index] = min(placed[index], placed[index + 1] - gap)
+    made = []
     for (x, y, label, colour), fraction in zip(ends, placed, strict=True):
         y_text = low + fraction * (high - low)
-        moved = abs(fraction - (y - low) / (high - low)) > gap / 3
-        axis.annotate(label, (x, y), xytext=(x * 2 ** 0.35, y_text), textcoords="data",
-                      va="center", fontsize=TEXT, color=colour, annotation_clip=False,
-                      arrowprops={"arrowstyle": "-", "color": colour, "linewidth": 1,
-                                  "shrinkA": 0, "shrinkB": 2} if moved else None)
+        moved = abs(fraction - (y - low) / (high - low)) > gap / 4
+        text_colour = readable(colour)
+        made.append(axis.annotate(label, (x, y), xytext=(x * 2 ** 0.35, y_text), textcoords="data",
+                      va="center", fontsize=TEXT, color=text_colour, annotation_clip=False,
+                      arrowprops={"arrowstyle": "-", "color": text_colour, "linewidth": 1,
+                                  "shrinkA": 1, "shrinkB": 2,
+                                  # from the middle of the label's left side, not a corner
+                                  # that may sit next to the label below or above
+                                  "relpos": (0.0, 0.5)} if moved else None))
+    return made
 
 
 @course_style
@@ -122,10 +130,26 @@ def scheme_curves(results: dict, task: str = "copy"):
         low, high = 0.0, 1.08 * top
     else:
         low, high = 0.0, 1.04
-    # a label's height as a fraction of one panel's y range (two rows share ~70 % of it)
-    gap = 1.4 * TEXT / 72 / (0.33 * height)
-    for axis, (title, variants) in zip(axes.flat, PANELS.items(), strict=True):
-        ends = []
+    figure.supylabel("loss on the copied tokens (nats)" if task == "copy"
+                     else "retrieval accuracy", fontsize=TEXT)
+    figure.supxlabel(f"test length, in multiples of the training length L = "
+                     f"{config['train_length']}", fontsize=TEXT)
+    seeds = len(config["seeds"])
+    what = "copy task: loss" if task == "copy" else "retrieval task: accuracy"
+    figure.suptitle(f"{what} against test length (line: mean of {seeds} seeds, "
+                    "bar: lowest to highest)", fontsize=TEXT + 1)
+    for axis, title in zip(axes.flat, PANELS, strict=True):
+        axis.set_title(title, fontsize=TEXT)
+        axis.set_ylim(low, high)
+        axis.set_xscale("log", base=2)
+        axis.set_xlim(multiples[0] / 1.25, multiples[-1] * 1.25)
+        axis.set_xticks(multiples, labels=[f"{k:g}×" for k in multiples])
+        axis.minorticks_off()
+        axis.tick_params(labelsize=TEXT)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(figure)
+    for axis, variants in zip(axes.flat, PANELS.values(), strict=True):
         for index, variant in enumerate(variants):
             label, colour, style = STYLE[variant]
             values = drawn[variant]
@@ -134,30 +158,26 @@ def scheme_curves(results: dict, task: str = "copy"):
             shift = 2 ** (0.07 * (index - (len(variants) - 1) / 2))
             axis.vlines(multiples * shift, values.min(0), values.max(0), color=colour,
                         linewidth=2.5)
-            ends.append((multiples[-1], values.mean(0)[-1], label, colour))
-        axis.set_ylim(low, high)
-        _direct_labels(axis, ends, low, high, gap)
-        axis.set_xscale("log", base=2)
-        axis.set_xlim(multiples[0] / 1.25, multiples[-1] * 1.25)
-        axis.set_xticks(multiples, labels=[f"{k:g}×" for k in multiples])
-        axis.minorticks_off()
-        axis.set_title(title, fontsize=TEXT)
-        axis.tick_params(labelsize=TEXT)
+    # The labels need room that the layout gives them, and their spacing needs the panels'
+    # height that the layout sets: place them, lay out, and place them again at the gap
+    # (a label's line height as a fraction of a panel's y range) measured then.
+    labels = []
+    for _ in range(2):
+        canvas.draw()
+        for label in labels:
+            label.remove()
+        gap = 1.5 * TEXT * figure.dpi / 72 / axes[0, 0].get_window_extent().height
+        labels = []
+        for axis, variants in zip(axes.flat, PANELS.values(), strict=True):
+            ends = [(multiples[-1], drawn[variant].mean(0)[-1], *STYLE[variant][:2])
+                    for variant in variants]
+            labels += _direct_labels(axis, ends, low, high, gap)
     if task == "copy":
         for axis in axes.flat:
             axis.axhline(results["guess_loss"], color=ROLE_COLOURS["context"], linewidth=1)
         axes[0, 0].annotate("uniform guess", (multiples[0], results["guess_loss"]),
                             xytext=(0, 3), textcoords="offset points", fontsize=TEXT,
                             color=ROLE_COLOURS["context"])
-        figure.supylabel("loss on the copied tokens (nats)", fontsize=TEXT)
-    else:
-        figure.supylabel("retrieval accuracy", fontsize=TEXT)
-    figure.supxlabel(f"test length, in multiples of the training length L = "
-                     f"{config['train_length']}", fontsize=TEXT)
-    seeds = len(config["seeds"])
-    what = "copy task: loss" if task == "copy" else "retrieval task: accuracy"
-    figure.suptitle(f"{what} against test length (line: mean of {seeds} seeds, "
-                    "bar: lowest to highest)", fontsize=TEXT + 1)
     return figure
 
 
@@ -245,7 +265,7 @@ def ablations(results: dict):
     for name, colour, centre in groups:
         left.annotate(name, (centre, 1), xycoords=("data", "axes fraction"), xytext=(0, -6),
                       textcoords="offset points", ha="center", va="top", fontsize=TEXT,
-                      color=colour)
+                      color=readable(colour))
     left.set_xticks(ticks, labels=labels, fontsize=TEXT)
     left.tick_params(labelsize=TEXT)
     left.set_ylabel(f"copy loss at {longest}× L (nats)", fontsize=TEXT)
@@ -266,7 +286,7 @@ def ablations(results: dict):
     right.tick_params(labelsize=TEXT)
     right.annotate("PI,\nfactor k", (multiples[-1], squeezed.mean(0)[-1]), xytext=(0, -12),
                    textcoords="offset points", ha="right", va="top", fontsize=TEXT,
-                   color=scaled)
+                   color=readable(scaled))
     right.annotate("RoPE, no PI", (1, plain.max()), xycoords=("axes fraction", "data"),
                    xytext=(-4, 4), textcoords="offset points", ha="right", va="bottom",
                    fontsize=TEXT, color=ROLE_COLOURS["rope"])
