@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -452,3 +453,42 @@ def test_the_chinese_readme_gives_the_quick_start_and_its_links_work():
         assert needed in readme, needed
     targets = re.findall(r"\]\(([^)#\s]+)\)", readme)
     assert targets and not [t for t in targets if not (ROOT / t).exists()]
+
+
+@pytest.mark.skipif(shutil.which("msgfmt") is None, reason="GNU gettext's msgfmt is not installed")
+@pytest.mark.parametrize("po", [*CATALOGS, catalogs.PACKAGE_PO], ids=lambda p: p.name)
+def test_gnu_msgfmt_accepts_every_catalog(po, tmp_path):
+    """An independent reader of the format: GNU gettext's own checker (syntax, headers, and
+    python-brace-format placeholders where Babel flagged them)."""
+    result = subprocess.run(["msgfmt", "--check", "-o", str(tmp_path / "out.mo"), str(po)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.skipif(shutil.which("msgmerge") is None, reason="GNU gettext's msgmerge is missing")
+def test_update_agrees_with_gnu_msgmerge(tmp_path):
+    """The reference implementation of `update`: msgmerge on the same old catalog and the
+    same template marks the same entries fuzzy and the same ones new."""
+    english = _tiny_repository(tmp_path)
+    po = catalogs.init("01_tiny", tmp_path)
+    _translate_all(po)
+    old = tmp_path / "old.po"
+    shutil.copy(po, old)
+    notebook = _load(english)
+    notebook["cells"][0]["source"] = ("# 01 · Tiny, renamed\n\nThe first paragraph, edited.\n\n"
+                                      "The second paragraph.\n\nSomething else entirely.")
+    english.write_text(json.dumps(notebook))
+    catalogs.update(tmp_path)
+    template = tmp_path / "new.pot"
+    template.write_bytes(catalogs.po_bytes(catalogs.notebook_template(english)))
+    merged = tmp_path / "merged.po"
+    subprocess.run(["msgmerge", "--quiet", "-o", str(merged), str(old), str(template)],
+                   check=True)
+
+    def states(path: Path) -> dict[str, str]:
+        return {m.id: "fuzzy" if m.fuzzy else "translated" if m.string else "new"
+                for m in catalogs.read_catalog(path) if m.id}
+
+    ours, gnu = states(po), states(merged)
+    assert ours == gnu
+    assert sorted(ours.values()) == ["fuzzy", "fuzzy", "new", "translated", "translated"]

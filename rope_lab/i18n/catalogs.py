@@ -43,7 +43,7 @@ from pathlib import Path
 from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_dir
 from babel.messages.mofile import write_mo
-from babel.messages.pofile import denormalize, read_po, write_po
+from babel.messages.pofile import denormalize, normalize, read_po, write_po
 
 from rope_lab.i18n import DOMAIN, LANGUAGES
 from rope_lab.i18n import notebooks as text
@@ -137,12 +137,31 @@ def read_catalog(path: Path) -> Catalog:
     return catalog
 
 
+def po_bytes(catalog: Catalog, *, include_lineno: bool = False) -> bytes:
+    """``catalog`` as a .po file, each fuzzy entry with its previous msgid (``#| msgid``).
+
+    Babel's own ``include_previous`` re-wraps a long previous msgid as comment text, which
+    breaks its quoting; the previous msgid is written here the way msgmerge writes it.
+    """
+    buffer = io.BytesIO()
+    write_po(buffer, catalog, width=WIDTH, ignore_obsolete=True, include_previous=False,
+             include_lineno=include_lineno)
+    blocks = buffer.getvalue().decode(catalog.charset).split("\n\n")
+    messages = [m for m in catalog if m.id]
+    assert len(blocks) == len(messages) + 2, "one block per message, the header and the end"
+    for index, message in enumerate(messages, 1):
+        if message.fuzzy and message.previous_id:
+            lines = blocks[index].split("\n")
+            at = next(i for i, line in enumerate(lines) if line.startswith("msgid "))
+            previous = normalize(message.previous_id[0], prefix="#| ", width=WIDTH)
+            lines.insert(at, f"#| msgid {previous}")
+            blocks[index] = "\n".join(lines)
+    return "\n\n".join(blocks).encode(catalog.charset)
+
+
 def write_catalog(catalog: Catalog, path: Path, *, include_lineno: bool = False) -> bool:
     """Write ``catalog`` as .po; returns whether the file changed."""
-    buffer = io.BytesIO()
-    write_po(buffer, catalog, width=WIDTH, ignore_obsolete=True, include_previous=True,
-             include_lineno=include_lineno)
-    new = buffer.getvalue()
+    new = po_bytes(catalog, include_lineno=include_lineno)
     if path.exists() and path.read_bytes() == new:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
