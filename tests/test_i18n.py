@@ -102,6 +102,15 @@ def test_translations_keep_fields_maths_code_and_links(po):
     assert not problems, problems
 
 
+@pytest.mark.parametrize("po", CATALOGS, ids=lambda p: p.stem)
+def test_translated_markdown_renders_like_the_english(po):
+    pytest.importorskip("markdown_it", reason="markdown-it-py renders the markdown")
+    problems = [f"{translation[:60]!r}: {problem}" for message, translation in _entries(po)
+                if translation is not None and message.kind == "markdown"
+                for problem in lint.rendering_problems(message.msgid, translation)]
+    assert not problems, problems
+
+
 def test_package_messages_keep_their_fields():
     catalog = catalogs.read_catalog(catalogs.PACKAGE_PO)
     problems = [(m.id, lint.message_problems(m.id, m.string, brace_format=True))
@@ -383,6 +392,17 @@ def test_message_problems_catch_broken_translations(msgid, msgstr, options, expe
     problems = lint.message_problems(msgid, msgstr, **options)
     assert len(problems) == 1 and expected in problems[0], problems
     assert lint.message_problems(msgid, msgid.replace("the", "这"), **options) != problems
+
+
+def test_rendering_problems_catch_emphasis_that_chinese_punctuation_breaks():
+    pytest.importorskip("markdown_it", reason="markdown-it-py renders the markdown")
+    assert lint.rendering_problems("**Time:** about 30 minutes.", "**时间**：约 30 分钟。") == []
+    assert lint.rendering_problems("**Time:** about 30 minutes.", "**时间：**约 30 分钟。") == [
+        "renders 0 strong element(s), the English 1"]
+    lost_column = lint.rendering_problems("| a | b |\n|---|---|\n| 1 | 2 |",
+                                          "| a |\n|---|\n| 1 | 2 |")
+    assert lost_column == ["renders 1 td element(s), the English 2",
+                           "renders 1 th element(s), the English 2"]
 
 
 def test_term_problems_catch_a_wrong_term_and_a_missing_first_use():

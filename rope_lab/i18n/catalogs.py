@@ -149,6 +149,8 @@ def po_bytes(catalog: Catalog, *, include_lineno: bool = False) -> bytes:
     blocks = buffer.getvalue().decode(catalog.charset).split("\n\n")
     messages = [m for m in catalog if m.id]
     assert len(blocks) == len(messages) + 2, "one block per message, the header and the end"
+    # the header would name the Babel version, so that two versions rewrite every catalog
+    blocks[0] = re.sub(r'\n"Generated-By: [^"\n]*"', "", blocks[0])
     for index, message in enumerate(messages, 1):
         if message.fuzzy and message.previous_id:
             lines = blocks[index].split("\n")

@@ -84,6 +84,28 @@ def message_problems(msgid: str, msgstr: str, *, brace_format: bool = False,
     return problems
 
 
+def rendering_problems(msgid: str, msgstr: str) -> list[str]:
+    """Markdown that renders differently: bold, italics, code, links or table cells lost.
+
+    CommonMark decides whether ``**`` opens or closes by the characters around it, and
+    Chinese punctuation counts: ``**时间：**约`` stays literal asterisks, while ``**时间**：约``
+    is bold. Rendered with markdown-it-py (CommonMark plus tables), both texts must produce
+    the same number of each element.
+    """
+    from markdown_it import MarkdownIt
+
+    renderer = MarkdownIt("commonmark").enable("table")
+    elements = ("strong", "em", "code", "a", "td", "th")
+
+    def count(source: str) -> list[int]:
+        html = renderer.render(source)
+        return [len(re.findall(f"<{element}[ >]", html)) for element in elements]
+
+    english, translated = count(msgid), count(msgstr)
+    return [f"renders {translated[i]} {element} element(s), the English {english[i]}"
+            for i, element in enumerate(elements) if english[i] != translated[i]]
+
+
 # --- terms -------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
