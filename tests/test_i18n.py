@@ -512,3 +512,12 @@ def test_update_agrees_with_gnu_msgmerge(tmp_path):
     ours, gnu = states(po), states(merged)
     assert ours == gnu
     assert sorted(ours.values()) == ["fuzzy", "fuzzy", "new", "translated", "translated"]
+
+
+def test_init_names_what_it_expected(capsys):
+    with pytest.raises(SystemExit):
+        catalogs.main(["init", "99_no_such_notebook"])
+    assert "no English notebook notebooks/99_no_such_notebook.ipynb" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        catalogs.main(["init", CATALOGS[0].stem])
+    assert "exists; run `update` to refresh it" in capsys.readouterr().err

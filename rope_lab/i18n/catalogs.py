@@ -510,7 +510,11 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("name", help="notebook file name or stem, e.g. 05_long_range_decay")
     args = parser.parse_args(argv)
     if args.command == "init":
-        print(f"created {init(args.name).relative_to(ROOT)}")
+        try:
+            created = init(args.name)
+        except (FileNotFoundError, FileExistsError) as error:
+            parser.error(str(error))
+        print(f"created {created.relative_to(ROOT)}")
     elif args.command == "update":
         changed = update()
         print(f"{len(changed)} catalog(s) changed" + "".join(
