@@ -5,6 +5,8 @@
 #   make book     execute every notebook and write the course as a static site in build/book/
 #   make compat   the oldest supported versions and Google Colab's stack (nox sessions)
 #   make set-repository URL=https://github.com/OWNER/NAME   where the course is published
+#   make translations   refresh the translation catalogs from the English notebooks and build
+#                       the Chinese edition (notebooks/zh_CN/) from them
 #
 # Variables:
 #   TORCH=cpu   on Linux, take torch's CPU-only build from PyTorch's own index instead of
@@ -23,7 +25,7 @@ LAB_STAMP := $(VENV)/.installed-lab
 TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: lab test install install-test lint unit notebooks browser chromium book compat \
-	set-repository cjk-font stall-check clean
+	set-repository cjk-font stall-check translations clean
 
 # Jupyter refuses to run as root without --allow-root (containers, CI images).
 lab: install
@@ -103,6 +105,13 @@ book: install-test
 set-repository: install
 	@test -n "$(URL)" || { echo "usage: make set-repository URL=https://github.com/OWNER/NAME"; exit 2; }
 	$(PY) -m rope_lab.book --set-repository "$(URL)"
+
+# One source, two languages: new or changed English text gets empty or fuzzy catalog entries
+# (notebooks/locale/zh_CN/LC_MESSAGES/*.po), then notebooks/zh_CN/ is rebuilt from the English
+# notebooks and the catalogs. Translators edit only the .po files.
+translations: install-test
+	$(PY) -m rope_lab.i18n update
+	$(PY) -m rope_lab.i18n build
 
 # Rebuild the book's Chinese web font after adding Chinese text (needs fonts-noto-cjk once).
 cjk-font: install-test

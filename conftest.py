@@ -7,10 +7,12 @@ reported in the summary so the "under 20 s" budget is visible on every run.
 
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
 _notebook_seconds = defaultdict(float)
+NOTEBOOKS = Path(__file__).resolve().parent / "notebooks"
 
 
 @pytest.hookimpl(wrapper=True)
@@ -21,8 +23,7 @@ def pytest_runtest_call(item):
     try:
         return (yield)
     finally:
-        _notebook_seconds[item.path.name if item.path.parent.name != "solutions"
-                          else f"solutions/{item.path.name}"] += time.perf_counter() - start
+        _notebook_seconds[_name(item.path)] += time.perf_counter() - start
         stderr = [
             output.get("text", "")
             for output in getattr(item, "test_outputs", None) or []
@@ -30,6 +31,15 @@ def pytest_runtest_call(item):
         ]
         if stderr:
             raise AssertionError("cell wrote to stderr:\n" + "".join(stderr))
+
+
+def _name(path: Path) -> str:
+    """notebooks/solutions/x.ipynb → solutions/x.ipynb; notebooks/zh_CN/x.ipynb → zh_CN/x.ipynb
+    (the Chinese edition has the English file names)."""
+    try:
+        return path.relative_to(NOTEBOOKS).as_posix()
+    except ValueError:
+        return path.name
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -12,6 +12,10 @@ A check must never pass by accident, so:
 * NaN is never close to anything (not even NaN, unless ``equal_nan=True``); equal infinities
   (+inf and +inf) are equal, as in ``torch.isclose``.
 * A condition or a comparison with nothing in it (an empty tensor) is an error, not a pass.
+
+The verdict lines speak the course's language (:mod:`rope_lab.i18n`): in a Chinese notebook
+the claim arrives translated and the words the package adds (``max |difference|`` …) come
+from the package's catalog.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import math
 
 import numpy as np
 import torch
+
+from rope_lab.i18n import _
 
 
 def check(claim: str, condition, detail: str = "") -> None:
@@ -41,10 +47,10 @@ def check(claim: str, condition, detail: str = "") -> None:
         if (condition.is_floating_point() or condition.is_complex()) and bool(
             condition.isnan().any()
         ):
-            raise AssertionError(f"✘ {line} (the condition contains NaN)")
+            raise AssertionError(_("✘ {line} (the condition contains NaN)").format(line=line))
         condition = bool(condition.all())
     elif isinstance(condition, float) and condition != condition:
-        raise AssertionError(f"✘ {line} (the condition is NaN)")
+        raise AssertionError(_("✘ {line} (the condition is NaN)").format(line=line))
     if not condition:
         raise AssertionError(f"✘ {line}")
     print(f"✔ {line}")
@@ -99,11 +105,13 @@ def check_close(
     ok = bool(((gap == 0) | (gap <= allowed)).all())
     worst = float(gap.max())  # NaN when any gap is
     tolerance = f"atol {atol:.0e}" + (f", rtol {rtol:.0e}" if rtol else "")
-    line = f"{claim} — max |difference| = {worst:.2e} ({tolerance})"
+    line = _("{claim} — max |difference| = {gap} ({tolerance})").format(
+        claim=claim, gap=f"{worst:.2e}", tolerance=tolerance)
     if not ok:
         nans = int((nan_actual ^ nan_expected).sum() if equal_nan
                    else (nan_actual | nan_expected).sum())
-        raise AssertionError(f"✘ {line}" + (f"; {nans} NaN element(s)" if nans else ""))
+        raise AssertionError(f"✘ {line}" + (_("; {count} NaN element(s)").format(count=nans)
+                                            if nans else ""))
     print(f"✔ {line}")
     return worst
 

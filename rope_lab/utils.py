@@ -71,11 +71,19 @@ def _in_notebook() -> bool:
     return shell is not None and shell.__class__.__name__ == "ZMQInteractiveShell"
 
 
-def setup_notebook(seed: int = 0) -> torch.device:
+def setup_notebook(seed: int = 0, language: str | None = None) -> torch.device:
     """The setup cell of every notebook: seed, show figures inline, print the environment.
+
+    ``language`` ("en" or "zh") is the language of the package's messages (the ✔/✘ verdict
+    lines …): the Chinese notebooks pass ``language="zh"``; left out, it stays as it was
+    (English, or the ``ROPE_LAB_LANG`` environment variable). See :mod:`rope_lab.i18n`.
 
     Returns the device the notebook will use.
     """
+    if language is not None:
+        from rope_lab.i18n import normalize_language, set_language
+
+        set_language(normalize_language(language))
     seed_everything(seed)
     if _in_notebook():
         # Figures are plain matplotlib Figures (no pyplot); ask IPython to show them as PNG.

@@ -1,0 +1,874 @@
+"""A notebook as the messages a translator translates, and a translation put back into it.
+
+:func:`notebook_messages` lists what is translated, :func:`translate_notebook` builds the
+other language's notebook from the English one and a lookup ``msgid → msgstr``. Everything
+else of a notebook (cell ids, metadata, every line of code) is copied.
+
+What is a message
+-----------------
+*Markdown*, one message per block, so that a small English edit invalidates one paragraph,
+not a cell: a paragraph (its lines joined by single spaces: rewrapping the English changes
+nothing), a list item (without its marker), a heading (without its ``#``), a whole table.
+Display maths (``$$ … $$``), fenced code and HTML stay as they are; so does a block with no
+words outside maths and code.
+
+*Code*, only what a learner reads, never what the code reads:
+
+* comments: a block of whole-line comments is one message, a trailing comment another
+  (pragmas such as ``# noqa`` stay);
+* the docstrings of functions and classes the notebook defines;
+* string literals (plain, f-strings, implicit concatenations) in these places only, listed
+  in :data:`LITERAL_SLOTS`:
+
+  - any argument of ``print(...)``;
+  - the message of an exception raised with ``raise SomeError("...")``;
+  - an argument bound to a parameter named ``claim`` or ``detail`` (the verdict line of
+    ``rl.check`` / ``rl.check_close``), whether passed by keyword or by position: positional
+    arguments are matched to parameter names through the signature of the rope_lab function
+    or the notebook's own function that is called;
+  - with :data:`TRANSLATE_FIGURE_TEXT` on (phase 2 of issue 31: once matplotlib has a CJK
+    font), also ``title``, ``titles``, ``suptitle``, ``xlabel``, ``ylabel``, ``label``,
+    ``description`` parameters and variables of those names.
+
+  Inside such a place a literal may sit in a list or tuple, either branch of ``a if c else
+  b``, or a ``+`` concatenation. Everything else (dict keys, layout names, arguments such
+  as ``"causal"``, strings compared with ``==``) is code and is never touched. An f-string
+  is one message whose replacement fields (``{worst:.1e}``) the translation must keep, in
+  any order.
+
+Putting a translation back keeps the code valid and within the line length: a literal is
+re-wrapped into implicitly concatenated pieces aligned under its first piece, comments are
+re-wrapped at their indentation (a trailing comment too long for its line moves above it),
+and the notebook's ``rl.setup_notebook(...)`` call gains ``language="zh"``: the only change
+to code that is not a comment or one of the literals above (:func:`code_signature` checks it).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import importlib
+import inspect
+import io
+import posixpath
+import re
+import tokenize
+import unicodedata
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+LINE_LENGTH = 100  # ruff's line-length for the repository, notebooks included
+
+# parameter (or variable) name → what a translator is told about it
+LITERAL_SLOTS = {"claim": "verdict line of a check (claim)",
+                 "detail": "verdict line of a check (detail)"}
+FIGURE_SLOTS = {name: "figure text" for name in
+                ("title", "titles", "suptitle", "xlabel", "ylabel", "label", "description")}
+# Off until the plots carry a CJK font (issue 31, phase 2): a Chinese title would make
+# matplotlib warn about missing glyphs, and a warning on stderr fails the notebook under nbval.
+TRANSLATE_FIGURE_TEXT = False
+
+_CJK = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uff00-\uffef\uac00-\ud7af]")
+_MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+?\$", re.S)
+_CODE_SPAN = re.compile(r"`[^`]*`")
+_LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
+_URL = re.compile(r"https?://\S+")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One translatable text of a notebook."""
+
+    msgid: str
+    cell_id: str
+    kind: str  # "markdown", "comment", "docstring" or "literal"
+    note: str  # what it is, for the translator
+    brace_format: bool = False  # an f-string: its {fields} must survive translation
+
+
+@dataclass
+class _Slot:
+    """A span of a cell's source and how to write it in another language."""
+
+    message: Message
+    start: int  # character offsets into the cell source
+    end: int
+    # (translation, the line's text before the slot as built so far) → new source
+    render: Callable[[str, str], str] = field(repr=False)
+    trailing_comment: bool = False  # may move above its line when the line gets too long
+
+
+def has_words(text: str) -> bool:
+    """True when ``text`` has something to translate: a word outside maths, code and URLs."""
+    bare = _URL.sub(" ", _CODE_SPAN.sub(" ", _MATH.sub(" ", text)))
+    return bool(_WORD.search(bare))
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a monospace font (CJK characters take two, as ruff counts)."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+# --- markdown ---------------------------------------------------------------------------------
+
+_ITEM = re.compile(r"^(\s*(?:[-*+]|\d+[.)])\s+)(.*)$")
+_HEADING = re.compile(r"^(#{1,6}\s+)(.*)$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def _block_start(line: str) -> bool:
+    stripped = line.strip()
+    return (not stripped or bool(_ITEM.match(line)) or bool(_HEADING.match(line))
+            or stripped.startswith(("|", "$$", "<")) or bool(_FENCE.match(line)))
+
+
+def _markdown_slots(source: str, cell_id: str) -> list[_Slot]:
+    lines = source.split("\n")
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    slots: list[_Slot] = []
+
+    def add(first: int, last: int, msgid: str, prefix: str, what: str) -> None:
+        if not has_words(msgid):
+            return
+        start = offsets[first] + len(prefix)
+        end = offsets[last + 1] - 1
+        slots.append(_Slot(Message(msgid, cell_id, "markdown", what), start, end,
+                           render=lambda text, lead: text))
+
+    i = 0
+    while i < len(lines):
+        line, stripped = lines[i], lines[i].strip()
+        if not stripped:
+            i += 1
+        elif _FENCE.match(line):  # fenced code: as it is
+            fence = _FENCE.match(line)[1]
+            i += 1
+            while i < len(lines) and not lines[i].strip().startswith(fence):
+                i += 1
+            i += 1
+        elif stripped.startswith("$$"):  # display maths: as it is, up to the closing $$
+            if not (len(stripped) > 2 and stripped.endswith("$$")):
+                i += 1
+                while i < len(lines) and "$$" not in lines[i]:
+                    i += 1
+            i += 1
+        elif stripped.startswith("<"):  # HTML: as it is
+            while i < len(lines) and lines[i].strip():
+                i += 1
+        elif stripped.startswith("|"):  # a table: one message, exactly as written
+            first = i
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                i += 1
+            add(first, i - 1, "\n".join(lines[first:i]), "", "markdown table")
+        elif heading := _HEADING.match(line):
+            add(i, i, heading[2].strip(), heading[1], "markdown heading")
+            i += 1
+        else:
+            item = _ITEM.match(line)
+            prefix = item[1] if item else line[:len(line) - len(line.lstrip())]
+            first, words = i, [line[len(prefix):].strip()]
+            i += 1
+            while i < len(lines) and not _block_start(lines[i]):
+                words.append(lines[i].strip())
+                i += 1
+            add(first, i - 1, " ".join(words), prefix,
+                "markdown list item" if item else "markdown paragraph")
+    return slots
+
+
+# --- code: where literals are read -----------------------------------------------------------
+
+class SignatureResolver:
+    """Parameter names of the functions a notebook calls (rope_lab's and its own).
+
+    ``aliases`` maps a name bound by an import in the notebook to a rope_lab module path
+    (``rl`` → ``rope_lab``, ``plots`` → ``rope_lab.plots``); ``local`` holds the parameter
+    names of functions the notebook defines.
+    """
+
+    def __init__(self, sources: Iterable[str]):
+        self.aliases: dict[str, str] = {}
+        self.local: dict[str, list[str]] = {}
+        for source in sources:
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    for alias in node.names:
+                        if alias.name.split(".")[0] == "rope_lab":
+                            self.aliases[alias.asname or alias.name.split(".")[0]] = (
+                                alias.name if alias.asname else "rope_lab")
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and (
+                        node.module or "").split(".")[0] == "rope_lab":
+                    for alias in node.names:
+                        self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    self.local[node.name] = [a.arg for a in node.args.posonlyargs
+                                             + node.args.args]
+
+    def parameters(self, func: ast.expr) -> list[str] | None:
+        """Positional parameter names of the called function, or None when unknown."""
+        if isinstance(func, ast.Name) and func.id in self.local:
+            return self.local[func.id]
+        dotted = _dotted(func)
+        if dotted is None or dotted[0] not in self.aliases:
+            return None
+        return _rope_lab_parameters(self.aliases[dotted[0]], tuple(dotted[1:]))
+
+
+def _dotted(node: ast.expr) -> list[str] | None:
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return None if head is None else [*head, node.attr]
+    return None
+
+
+_SIGNATURES: dict[tuple[str, tuple[str, ...]], list[str] | None] = {}
+
+
+def _rope_lab_parameters(path: str, attributes: tuple[str, ...]) -> list[str] | None:
+    key = (path, attributes)
+    if key not in _SIGNATURES:
+        try:
+            try:
+                target = importlib.import_module(path)
+            except ImportError:  # `from rope_lab import check`: an attribute, not a module
+                module, _, name = path.rpartition(".")
+                target = getattr(importlib.import_module(module), name)
+            for attribute in attributes:
+                target = getattr(target, attribute)
+            parameters = inspect.signature(target).parameters.values()
+            _SIGNATURES[key] = [p.name for p in parameters
+                                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (ImportError, AttributeError, TypeError, ValueError):
+            _SIGNATURES[key] = None
+    return _SIGNATURES[key]
+
+
+def _slot_names() -> dict[str, str]:
+    return {**LITERAL_SLOTS, **(FIGURE_SLOTS if TRANSLATE_FIGURE_TEXT else {})}
+
+
+def _string_nodes(node: ast.expr) -> list[ast.expr]:
+    """The string literals of an expression in a translated place (see the module doc)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) or isinstance(
+            node, ast.JoinedStr):
+        return [node]
+    if isinstance(node, ast.List | ast.Tuple):
+        return [s for element in node.elts for s in _string_nodes(element)]
+    if isinstance(node, ast.IfExp):
+        return _string_nodes(node.body) + _string_nodes(node.orelse)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _string_nodes(node.left) + _string_nodes(node.right)
+    return []
+
+
+def translated_literals(tree: ast.Module, resolver: SignatureResolver) -> list[
+        tuple[ast.expr, str]]:
+    """``(literal node, note)`` for every string literal in a translated place of ``tree``."""
+    slots = _slot_names()
+    found: list[tuple[ast.expr, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id == "print":
+                for argument in node.args:
+                    found += [(s, "printed text") for s in _string_nodes(argument)]
+                continue
+            for keyword in node.keywords:
+                if keyword.arg in slots:
+                    found += [(s, slots[keyword.arg]) for s in _string_nodes(keyword.value)]
+            names = resolver.parameters(node.func) if node.args else None
+            for name, argument in zip(names or (), node.args, strict=False):
+                if name in slots:
+                    found += [(s, slots[name]) for s in _string_nodes(argument)]
+        elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+            found += [(s, "error message") for s in _string_nodes(node.exc.args[0])]
+        elif isinstance(node, ast.Assign) and TRANSLATE_FIGURE_TEXT:
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id in slots:
+                    found += [(s, slots[target.id]) for s in _string_nodes(node.value)]
+    unique = {id(node): (node, note) for node, note in found}
+    return sorted(unique.values(), key=lambda pair: (pair[0].lineno, pair[0].col_offset))
+
+
+def _docstring_nodes(tree: ast.Module) -> list[ast.Constant]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and (
+                node.body and isinstance(node.body[0], ast.Expr)
+                and isinstance(node.body[0].value, ast.Constant)
+                and isinstance(node.body[0].value.value, str)):
+            found.append(node.body[0].value)
+    return found
+
+
+# --- code: string literals as messages --------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Piece:
+    prefix: str
+    quote: str
+    body: str
+
+
+def _scan_pieces(text: str) -> list[_Piece]:
+    """The pieces of an implicitly concatenated literal, from its source text."""
+    pieces, i = [], 0
+    while i < len(text):
+        if text[i] in " \t\n\\":
+            i += 1
+            continue
+        if text[i] == "#":
+            raise ValueError("a comment between the pieces of a string literal; move it above "
+                             f"the statement: {text!r}")
+        match = re.match(r"([rRbBuUfF]{0,2})('''|\"\"\"|'|\")", text[i:])
+        if match is None:
+            raise ValueError(f"not a string literal: {text!r}")
+        prefix, quote = match[1], match[2]
+        j = start = i + len(match[0])
+        while not text.startswith(quote, j):
+            j += 2 if text[j] == "\\" else 1
+        pieces.append(_Piece(prefix, quote, text[start:j]))
+        i = j + len(quote)
+    return pieces
+
+
+def _field_end(text: str, start: int) -> int:
+    """Index just past the replacement field that opens at ``text[start] == "{"``."""
+    depth, i = 0, start
+    while i < len(text):
+        c = text[i]
+        if c in "'\"":
+            i = text.index(c, i + 1) + 1
+            continue
+        depth += c == "{"
+        depth -= c == "}"
+        i += 1
+        if depth == 0:
+            return i
+    raise ValueError(f"unbalanced replacement field in {text!r}")
+
+
+def _template(pieces: list[_Piece]) -> tuple[str, bool]:
+    """The message of a literal: its text, with f-string fields kept as written."""
+    formatted = any("f" in p.prefix.lower() for p in pieces)
+    parts = []
+    for piece in pieces:
+        raw = "r" if "r" in piece.prefix.lower() else ""
+        if "f" not in piece.prefix.lower():
+            value = ast.literal_eval(f"{raw}{piece.quote}{piece.body}{piece.quote}")
+            parts.append(value.replace("{", "{{").replace("}", "}}") if formatted else value)
+            continue
+        body, i, literal = piece.body, 0, []
+        while i < len(body):
+            if body.startswith(("{{", "}}"), i):
+                literal.append(body[i:i + 2])
+                i += 2
+            elif body[i] == "{":
+                if literal:
+                    parts.append(ast.literal_eval(f"{raw}{piece.quote}{''.join(literal)}"
+                                                  f"{piece.quote}"))
+                    literal = []
+                end = _field_end(body, i)
+                parts.append(body[i:end])
+                i = end
+            elif body[i] == "\\":
+                literal.append(body[i:i + 2])
+                i += 2
+            else:
+                literal.append(body[i])
+                i += 1
+        if literal:
+            parts.append(ast.literal_eval(f"{raw}{piece.quote}{''.join(literal)}{piece.quote}"))
+    return "".join(parts), formatted
+
+
+def replacement_fields(template: str) -> list[str]:
+    """The ``{…}`` fields of an f-string message, sorted (``{{`` and ``}}`` are text)."""
+    fields, i = [], 0
+    while i < len(template):
+        if template.startswith(("{{", "}}"), i):
+            i += 2
+        elif template[i] == "{":
+            end = _field_end(template, i)
+            fields.append(template[i:end])
+            i = end
+        else:
+            i += 1
+    return sorted(fields)
+
+
+def _atoms(template: str, formatted: bool) -> list[tuple[str, str]]:
+    """``(kind, text)``: "field" (kept verbatim) or "char" (one character of text)."""
+    atoms, i = [], 0
+    while i < len(template):
+        if formatted and template.startswith(("{{", "}}"), i):
+            atoms.append(("char", template[i]))
+            i += 2
+        elif formatted and template[i] == "{":
+            end = _field_end(template, i)
+            atoms.append(("field", template[i:end]))
+            i = end
+        else:
+            atoms.append(("char", template[i]))
+            i += 1
+    return atoms
+
+
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _encode(atom: tuple[str, str], quote: str, in_fstring: bool) -> str:
+    kind, text = atom
+    if kind == "field":
+        return text
+    if text in _ESCAPES:
+        return _ESCAPES[text]
+    if text == quote:
+        return "\\" + quote
+    if ord(text) < 32 or ord(text) == 127:
+        return f"\\x{ord(text):02x}"
+    if in_fstring and text in "{}":
+        return text * 2
+    return text
+
+
+# Punctuation that never starts a line (full-width comma, full stop, closing brackets and
+# quotes …, and the ASCII ones), written as escapes so that this file adds no characters the
+# book's CJK font subset must carry.
+_NO_LINE_START = set("\uff0c\u3002\u3001\uff1b\uff1a\uff1f\uff01\uff09\u300b\u300d\u300f\u3011"
+                     "\u2019\u201d,.;:?!)")
+_BREAK_AFTER = "\uff0c\u3002\u3001\uff1b\uff1a\uff1f\uff01"  # full-width , . ; : ? !
+
+
+def _break_after(atoms: list[tuple[str, str]], k: int) -> bool:
+    """Whether a line may break between atoms[k] and atoms[k + 1]."""
+    if k + 1 >= len(atoms):
+        return True
+    here, after = atoms[k][1], atoms[k + 1][1]
+    if atoms[k + 1][0] == "char" and after in _NO_LINE_START:
+        return False
+    if here == " ":
+        return True
+    if atoms[k][0] == "char" and (_CJK.match(here) or here in _BREAK_AFTER):
+        return True
+    return atoms[k + 1][0] == "char" and bool(_CJK.match(after))
+
+
+def _chunks(atoms, widths, first_budget: int, budget: int) -> list[list]:
+    """Greedy line filling: atoms into chunks, breaking where :func:`_break_after` allows."""
+    chunks, current, width, limit = [], [], 0, first_budget
+    for k, atom in enumerate(atoms):
+        if current and width + widths[k] > limit:
+            cut = next((j for j in range(len(current) - 1, 0, -1)
+                        if _break_after(atoms, current[j][0])), None)
+            if cut is None:
+                chunks.append(current)
+                current, width = [], 0
+            else:
+                chunks.append(current[:cut + 1])
+                current = current[cut + 1:]
+                width = sum(widths[j] for j, _ in current)
+            limit = budget
+        current.append((k, atom))
+        width += widths[k]
+    chunks.append(current)
+    return [[atom for _, atom in chunk] for chunk in chunks if chunk]
+
+
+def _render_literal(template: str, formatted: bool, quote: str, lead: str, tail: str,
+                    bracketed: bool) -> str:
+    """Source for a literal with text ``template`` that follows ``lead`` on its line and is
+    followed by ``tail``; inside brackets (else it gets parentheses) when it needs pieces."""
+    if len(quote) == 3:
+        quote = quote[0]
+    atoms = _atoms(template, formatted)
+    encoded = [_encode(a, quote, formatted) for a in atoms]
+    widths = [display_width(e) for e in encoded]
+    overhead = 3  # f + two quotes
+    first_budget = LINE_LENGTH - display_width(lead) - overhead - display_width(tail)
+    indent = display_width(lead) + (0 if bracketed else 1)
+    budget = LINE_LENGTH - indent - overhead - display_width(tail)
+    if sum(widths) <= first_budget:
+        chunks = [atoms]
+    else:
+        chunks = _chunks(atoms, widths, first_budget - (0 if bracketed else 1),
+                         max(budget, 20))
+
+    def piece(chunk) -> str:
+        is_f = formatted and any(kind == "field" for kind, _ in chunk)
+        return ("f" if is_f else "") + quote + "".join(
+            _encode(a, quote, is_f) for a in chunk) + quote
+
+    pieces = [piece(chunk) for chunk in chunks]
+    if len(pieces) == 1:
+        return pieces[0]
+    joined = ("\n" + " " * indent).join(pieces)
+    return joined if bracketed else f"({joined})"
+
+
+# --- code: comments and docstrings ------------------------------------------------------------
+
+_PRAGMA = re.compile(r"^\s*(noqa|type:|fmt:|pragma|pylint:|ruff:)", re.I)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` columns (breaking at spaces or between CJK)."""
+    atoms = [("char", c) for c in text]
+    widths = [display_width(c) for c in text]
+    lines = ["".join(c for _, c in chunk).strip()
+             for chunk in _chunks(atoms, widths, width, width)]
+    return [line for line in lines if line] or [""]
+
+
+def _comment_slots(source: str, cell_id: str, line_offsets: list[int]) -> list[_Slot]:
+    lines = source.split("\n")
+    comments = []  # (row, column, text, whole_line)
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            row, column = token.start
+            text = token.string[1:]
+            text = text[1:] if text.startswith(" ") else text
+            whole = not lines[row - 1][:column].strip()
+            if has_words(text) and not _PRAGMA.match(text) and "noqa" not in text:
+                comments.append((row, column, text.rstrip(), whole))
+    slots, k = [], 0
+    while k < len(comments):
+        row, column, text, whole = comments[k]
+        start = line_offsets[row - 1] + column
+        if not whole:
+            code = lines[row - 1][:column]
+            gap = code[len(code.rstrip()):]  # kept: aligned trailing comments stay aligned
+            code_end = line_offsets[row - 1] + len(code.rstrip())
+            end = line_offsets[row - 1] + len(lines[row - 1])
+            slots.append(_Slot(Message(text, cell_id, "comment", "code comment (end of line)"),
+                               code_end, end, lambda text, lead, gap=gap: f"{gap}# {text}",
+                               trailing_comment=True))
+            k += 1
+            continue
+        block = [text]
+        last = row
+        while (k + 1 < len(comments) and comments[k + 1][0] == last + 1
+               and comments[k + 1][1] == column and comments[k + 1][3]):
+            k += 1
+            last = comments[k][0]
+            block.append(comments[k][2])
+        end = line_offsets[last - 1] + len(lines[last - 1])
+
+        def render(translation, lead, column=column):
+            return ("\n" + " " * column).join(
+                "# " + part for part in _wrap(translation, LINE_LENGTH - column - 2))
+
+        slots.append(_Slot(Message(" ".join(block), cell_id, "comment", "code comment"),
+                           start, end, render))
+        k += 1
+    return slots
+
+
+def _docstring_text(value: str) -> str:
+    paragraphs = re.split(r"\n\s*\n", inspect.cleandoc(value))
+    return "\n\n".join(" ".join(line.strip() for line in p.split("\n")) for p in paragraphs)
+
+
+def _render_docstring(text: str, column: int) -> str:
+    text = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    if text.endswith('"'):
+        text = text[:-1] + '\\"'
+    single = f'"""{text}"""'
+    if "\n" not in text and column + display_width(single) <= LINE_LENGTH:
+        return single
+    indent = " " * column
+    out = []
+    for number, paragraph in enumerate(text.split("\n\n")):
+        first = 3 if number == 0 else 0
+        wrapped = _wrap(paragraph, LINE_LENGTH - column - first)
+        if number:
+            out.append("")
+        out += wrapped
+    return '"""' + out[0] + "".join(("\n" + indent + line) if line else "\n"
+                                    for line in out[1:]) + "\n" + indent + '"""'
+
+
+# --- a code cell --------------------------------------------------------------------------------
+
+def _char_offsets(source: str) -> tuple[list[str], list[int]]:
+    lines = source.split("\n")
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    return lines, offsets
+
+
+def _position(lines: list[str], offsets: list[int], lineno: int, byte_column: int) -> int:
+    """Character offset in the source of ast's (line, UTF-8 byte column)."""
+    line = lines[lineno - 1]
+    return offsets[lineno - 1] + len(line.encode()[:byte_column].decode())
+
+
+def _bracket_depths(source: str) -> dict[int, int]:
+    """Bracket depth at the start of every token (character offsets)."""
+    lines, offsets = _char_offsets(source)
+    depth, depths = 0, {}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        at = offsets[token.start[0] - 1] + token.start[1]
+        depths[at] = depth
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+    return depths
+
+
+def _code_slots(source: str, cell_id: str, resolver: SignatureResolver) -> list[_Slot]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        raise ValueError(f"cell {cell_id}: not Python ({error}); a notebook to translate "
+                         "has Python code cells only") from error
+    lines, offsets = _char_offsets(source)
+    slots = _comment_slots(source, cell_id, offsets)
+    depths = _bracket_depths(source)
+    for node in _docstring_nodes(tree):
+        start = _position(lines, offsets, node.lineno, node.col_offset)
+        end = _position(lines, offsets, node.end_lineno, node.end_col_offset)
+        slots.append(_Slot(Message(_docstring_text(node.value), cell_id, "docstring",
+                                   "docstring"),
+                           start, end, lambda text, lead: _render_docstring(text, len(lead))))
+    for node, note in translated_literals(tree, resolver):
+        start = _position(lines, offsets, node.lineno, node.col_offset)
+        end = _position(lines, offsets, node.end_lineno, node.end_col_offset)
+        pieces = _scan_pieces(source[start:end])
+        if any("b" in p.prefix.lower() for p in pieces):
+            continue
+        template, formatted = _template(pieces)
+        if not has_words(_strip_fields(template) if formatted else template):
+            continue
+        last_line_end = offsets[node.end_lineno - 1] + len(lines[node.end_lineno - 1])
+
+        bracketed = depths.get(start, 0) > 0
+
+        def render(text, lead, formatted=formatted, quote=pieces[0].quote,
+                   tail=source[end:last_line_end], bracketed=bracketed):
+            return _render_literal(text, formatted, quote, lead, tail, bracketed)
+
+        slots.append(_Slot(Message(template, cell_id, "literal", note, formatted),
+                           start, end, render))
+    return slots
+
+
+def _strip_fields(template: str) -> str:
+    for found in replacement_fields(template):
+        template = template.replace(found, " ")
+    return template
+
+
+# --- whole notebooks ---------------------------------------------------------------------------
+
+def _source(cell: dict) -> str:
+    source = cell["source"]
+    return source if isinstance(source, str) else "".join(source)
+
+
+def _is_install_cell(index: int, cell: dict) -> bool:
+    """The first cell of every notebook installs rope_lab on Colab (course.COLAB_CELL).
+
+    It stays English and byte-identical in every edition: `make set-repository` rewrites it
+    in every notebook under notebooks/ and a test compares it with COLAB_CELL.
+    """
+    from rope_lab.course import COLAB_CELL
+
+    return index == 0 and cell["cell_type"] == "code" and _source(cell) == COLAB_CELL
+
+
+def _cell_slots(notebook: dict, resolver: SignatureResolver | None = None) -> list[
+        tuple[int, list[_Slot]]]:
+    if resolver is None:
+        resolver = SignatureResolver(_source(c) for c in notebook["cells"]
+                                     if c["cell_type"] == "code")
+    found = []
+    for index, cell in enumerate(notebook["cells"]):
+        cell_id = cell.get("id", str(index))
+        if _is_install_cell(index, cell):
+            continue
+        if cell["cell_type"] == "markdown":
+            found.append((index, _markdown_slots(_source(cell), cell_id)))
+        elif cell["cell_type"] == "code":
+            found.append((index, _code_slots(_source(cell), cell_id, resolver)))
+    return found
+
+
+def notebook_messages(notebook: dict) -> list[Message]:
+    """Every translatable text of ``notebook`` (an nbformat dict), in reading order."""
+    messages = []
+    for _, slots in _cell_slots(notebook):
+        messages += [slot.message for slot in sorted(slots, key=lambda s: s.start)]
+    return messages
+
+
+def _apply(source: str, slots: list[_Slot], translate: Callable[[Message], str | None]) -> str:
+    """``source`` with each slot's message replaced by its translation, left to right, so
+    that every slot is laid out after what precedes it on its line."""
+    out, position = "", 0
+    for slot in sorted(slots, key=lambda s: s.start):
+        out += source[position:slot.start]
+        position = slot.start
+        translation = translate(slot.message)
+        if translation is None or translation == slot.message.msgid:
+            continue
+        line_start = out.rfind("\n") + 1
+        lead = out[line_start:]
+        rendered = slot.render(translation, lead)
+        if slot.trailing_comment and display_width(lead + rendered) > LINE_LENGTH:
+            indent = len(lead) - len(lead.lstrip())
+            block = "".join(" " * indent + "# " + part + "\n" for part in
+                            _wrap(translation, LINE_LENGTH - indent - 2))
+            out, rendered = out[:line_start] + block + lead, ""
+        out += rendered
+        position = slot.end
+    return out + source[position:]
+
+
+def _add_language(source: str, language: str) -> str:
+    """``rl.setup_notebook(seed=0)`` → ``rl.setup_notebook(seed=0, language="zh")``."""
+    tree = ast.parse(source)
+    lines, offsets = _char_offsets(source)
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and (_dotted(node.func) or [""])[-1] == "setup_notebook"]
+    for call in sorted(calls, key=lambda c: (c.end_lineno, c.end_col_offset), reverse=True):
+        if any(k.arg == "language" for k in call.keywords):
+            continue
+        close = _position(lines, offsets, call.end_lineno, call.end_col_offset) - 1
+        separator = ", " if call.args or call.keywords else ""
+        source = f'{source[:close]}{separator}language="{language}"{source[close:]}'
+    return source
+
+
+class Link(Protocol):
+    """Where a link of the English notebook points from the translated one."""
+
+    def __call__(self, target: str, repository_path: bool = False) -> str: ...
+
+
+def translate_notebook(notebook: dict, translate: Callable[[Message], str | None], *,
+                       language: str, link: Link | None = None) -> dict:
+    """The notebook in another language: every message through ``translate`` (None: keep
+    the English), ``setup_notebook(...)`` told the language, and every link through
+    ``link`` (see :func:`relink`). Cell ids, metadata and code are kept."""
+    result = copy.deepcopy(notebook)
+    slots_by_cell = dict(_cell_slots(notebook))
+    for index, cell in enumerate(result["cells"]):
+        source = _source(cell)
+        if index in slots_by_cell:
+            source = _apply(source, slots_by_cell[index], translate)
+        if cell["cell_type"] == "code" and not _is_install_cell(index, cell):
+            source = _add_language(source, language)
+        if cell["cell_type"] == "markdown" and link is not None:
+            source = relink(source, link)
+        cell["source"] = source
+    return result
+
+
+_NOTEBOOK_PATH = re.compile(r"(?<![\w/.])notebooks/((?:solutions/)?[\w.-]+\.ipynb)")
+
+
+def relink(markdown: str, link: Link) -> str:
+    """Rewrite the relative link targets ``](target)`` and the repository paths
+    ``notebooks/….ipynb`` of a markdown text through ``link`` (a path relative to the
+    English notebook's folder → the path to use from the translated notebook)."""
+    def target(match: re.Match) -> str:
+        url = match[1]
+        if re.match(r"^([a-z][a-z0-9+.-]*:|#|/)", url, re.I):
+            return match[0]
+        path, hash_, anchor = url.partition("#")
+        return f"]({link(path)}{hash_}{anchor})"
+
+    markdown = _LINK_TARGET.sub(target, markdown)
+    return _NOTEBOOK_PATH.sub(lambda m: link("notebooks/" + m[1], repository_path=True),
+                              markdown)
+
+
+def relative_link(from_folder: str, to_path: str) -> str:
+    """``to_path`` (relative to the repository) as seen from ``from_folder``."""
+    return posixpath.relpath(to_path, from_folder)
+
+
+# --- comparing code across editions ---------------------------------------------------------
+
+class _Mask(ast.NodeTransformer):
+    def __init__(self, masked: set[int]):
+        self.masked = masked
+
+    def visit_Constant(self, node):
+        return ast.Constant("<message>") if id(node) in self.masked else node
+
+    def visit_JoinedStr(self, node):
+        return ast.Constant("<message>") if id(node) in self.masked else node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if (_dotted(node.func) or [""])[-1] == "setup_notebook":
+            node.keywords = [k for k in node.keywords if k.arg != "language"]
+        return node
+
+
+def code_signature(source: str, resolver: SignatureResolver) -> str:
+    """The code of a cell with its comments, docstrings and translated literals masked and
+    ``setup_notebook``'s ``language`` dropped: equal in every edition of a notebook."""
+    tree = ast.parse(source)
+    masked = {id(node) for node, _ in translated_literals(tree, resolver)}
+    masked |= {id(node) for node in _docstring_nodes(tree)}
+    return ast.dump(_Mask(masked).visit(tree), annotate_fields=False)
+
+
+def code_drift(english: dict, translated: dict, *, language: str) -> list[str]:
+    """How the translated notebook's code differs from its English twin (empty: it does
+    not): cells, ids and types must match; every code cell must compile, fit the line length
+    and have the English :func:`code_signature`; the install cell is byte-identical; and
+    ``setup_notebook`` is told ``language``."""
+    problems = []
+    shape = [(c["cell_type"], c.get("id")) for c in english["cells"]]
+    if shape != [(c["cell_type"], c.get("id")) for c in translated["cells"]]:
+        return ["the cells differ (types, ids or number): rebuild with "
+                "`python -m rope_lab.i18n build`, never edit a translated notebook"]
+    resolver = SignatureResolver(_source(c) for c in english["cells"] if c["cell_type"] == "code")
+    told = 0
+    for index, (a, b) in enumerate(zip(english["cells"], translated["cells"], strict=True)):
+        if a["cell_type"] != "code":
+            continue
+        where = f"cell {a.get('id', index)}"
+        source = _source(b)
+        if _is_install_cell(index, a):
+            if source != _source(a):
+                problems.append(f"{where}: the install cell differs from the English one")
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError as error:
+            problems.append(f"{where}: does not compile ({error.msg}, line {error.lineno})")
+            continue
+        for number, line in enumerate(source.split("\n"), 1):
+            if display_width(line) > LINE_LENGTH:
+                problems.append(f"{where}, line {number}: {display_width(line)} columns, more "
+                                f"than {LINE_LENGTH}")
+        if code_signature(source, resolver) != code_signature(_source(a), resolver):
+            problems.append(f"{where}: the code differs from the English cell beyond comments, "
+                            "docstrings and translated strings")
+        told += sum(1 for node in ast.walk(tree) if isinstance(node, ast.Call)
+                    and (_dotted(node.func) or [""])[-1] == "setup_notebook"
+                    and any(k.arg == "language" and isinstance(k.value, ast.Constant)
+                            and k.value.value == language for k in node.keywords))
+    calls = sum(1 for index, c in enumerate(english["cells"])
+                if c["cell_type"] == "code" and not _is_install_cell(index, c)
+                for node in ast.walk(ast.parse(_source(c))) if isinstance(node, ast.Call)
+                and (_dotted(node.func) or [""])[-1] == "setup_notebook")
+    if told != calls:
+        problems.append(f"{told} of {calls} setup_notebook calls pass language={language!r}")
+    return problems

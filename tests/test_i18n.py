@@ -1,0 +1,523 @@
+"""One source, two languages: the Chinese edition is built from the English notebooks and gettext
+catalogs (rope_lab.i18n). These tests say when a translation is missing or stale, when the
+committed Chinese notebooks are not what the build makes, when their code drifts from the
+English, when a translation breaks a placeholder, a formula, code or a link, and when a term
+strays from the term table. The second half shows each check failing on a broken input.
+"""
+
+from __future__ import annotations
+
+import copy
+import gettext
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("babel", reason="the catalogs need Babel (the test extra)")
+
+import rope_lab as rl  # noqa: E402
+from rope_lab import i18n  # noqa: E402
+from rope_lab.glossary import GLOSSARY  # noqa: E402
+from rope_lab.i18n import catalogs, lint  # noqa: E402
+from rope_lab.i18n import notebooks as text  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOGS = catalogs.catalogs()
+SEEDS = Path(os.environ.get("ROPE_LAB_SEEDS",
+                            Path(__file__).resolve().parents[2] / "shared" / "seeds"))
+# Terms notebooks 10–12 use, which the table must carry before those notebooks are translated.
+LATE_TERMS = ["NoPE", "p-RoPE", "MLA", "GQA", "LongRoPE", "KV cache", "varlen attention",
+              "autocast", "eager attention", "critical dimension", "attention factor", "nats",
+              "ablation", "passkey retrieval", "YaRN", "NTK-aware scaling",
+              "rotary position embedding (RoPE)"]
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _entries(po: Path):
+    """(message, translation) for every message of the notebook the catalog translates."""
+    catalog = catalogs.read_catalog(po)
+    notebook = _load(catalogs.english_notebook(po.stem))
+    seen = set()
+    for message in text.notebook_messages(notebook):
+        if message.msgid not in seen:
+            seen.add(message.msgid)
+            yield message, catalogs.translation(catalog, message.msgid)
+
+
+def test_the_first_phase_is_translated():
+    assert {p.stem for p in CATALOGS} >= {
+        f"{stem}{suffix}" for stem in ("01_attention_without_position",
+                                       "02_absolute_position_encodings",
+                                       "04_rope_in_d_dimensions", "08_rope_beyond_1d")
+        for suffix in ("", "_solutions")}
+
+
+# --- the repository ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("po", [*CATALOGS, catalogs.PACKAGE_PO], ids=lambda p: p.name)
+def test_every_message_has_a_current_translation(po):
+    """An English text added or changed since the last translation is missing or fuzzy."""
+    template = (catalogs.package_template() if po == catalogs.PACKAGE_PO
+                else catalogs.notebook_template(catalogs.english_notebook(po.stem)))
+    found = catalogs.status(po, template)
+    assert found.entries > 0
+    assert not found.missing and not found.fuzzy, (
+        f"{po.name}: {len(found.missing)} message(s) without a translation, "
+        f"{len(found.fuzzy)} fuzzy (the English changed), e.g. "
+        f"{(found.missing + found.fuzzy)[:3]}. Run `python -m rope_lab.i18n update`, translate "
+        "the empty and fuzzy entries of the .po file, then `make translations`.")
+
+
+def test_the_committed_chinese_edition_is_what_the_build_makes():
+    problems = catalogs.stale_outputs()
+    assert not problems, ("the Chinese edition is stale or was edited by hand: "
+                          f"{problems}; run `make translations` (or `python -m rope_lab.i18n "
+                          "build`) and commit what it writes")
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=lambda p: p.stem)
+def test_the_chinese_code_is_the_english_code(po):
+    english = catalogs.english_notebook(po.stem)
+    problems = text.code_drift(_load(english), _load(catalogs.translated_path(english)),
+                               language=catalogs.LANGUAGE)
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=lambda p: p.stem)
+def test_translations_keep_fields_maths_code_and_links(po):
+    problems = [f"{message.msgid[:50]!r}: {problem}" for message, translation in _entries(po)
+                if translation is not None
+                for problem in lint.message_problems(
+                    message.msgid, translation, brace_format=message.brace_format,
+                    markdown=message.kind == "markdown", table=message.note == "markdown table")]
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=lambda p: p.stem)
+def test_translated_markdown_renders_like_the_english(po):
+    pytest.importorskip("markdown_it", reason="markdown-it-py renders the markdown")
+    problems = [f"{translation[:60]!r}: {problem}" for message, translation in _entries(po)
+                if translation is not None and message.kind == "markdown"
+                for problem in lint.rendering_problems(message.msgid, translation)]
+    assert not problems, problems
+
+
+def test_package_messages_keep_their_fields():
+    catalog = catalogs.read_catalog(catalogs.PACKAGE_PO)
+    problems = [(m.id, lint.message_problems(m.id, m.string, brace_format=True))
+                for m in catalog if m.id and m.string]
+    assert not [p for p in problems if p[1]], problems
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=lambda p: p.stem)
+def test_terms_follow_the_table(po):
+    terms = lint.load_terms()
+    messages = [(m.msgid, t, m.note) for m, t in _entries(po) if m.kind == "markdown" and t]
+    problems = lint.term_problems(messages, terms)
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=lambda p: p.stem)
+def test_links_in_the_chinese_edition_resolve(po):
+    translated = catalogs.translated_path(catalogs.english_notebook(po.stem))
+    assert not catalogs.link_problems(translated)
+
+
+def test_the_compiled_catalog_is_what_gettext_reads():
+    """The committed .mo, read by the standard library alone, holds every translation."""
+    mo = catalogs.PACKAGE_PO.with_suffix(".mo")
+    with mo.open("rb") as file:
+        read = gettext.GNUTranslations(file)
+    catalog = catalogs.read_catalog(catalogs.PACKAGE_PO)
+    translated = [m for m in catalog if m.id and m.string]
+    assert translated
+    for message in translated:
+        assert read.gettext(message.id) == message.string
+
+
+def test_the_term_table_covers_the_glossary_and_the_late_notebooks():
+    terms = {t.english: t for t in lint.load_terms()}
+    missing = [g.english for g in GLOSSARY if g.english not in terms]
+    assert not missing, f"glossary terms without a row in {lint.TERMS.name}: {missing}"
+    for entry in GLOSSARY:  # the glossary's Chinese column is one the table knows
+        row = terms[entry.english]
+        known = {row.chinese, row.seed_wording, *row.variants}
+        forms = [f.strip(" ()（）") for f in entry.chinese.replace("（", " (").split(" (")]
+        assert set(forms) <= known, (entry.english, entry.chinese, known)
+    assert not [t for t in LATE_TERMS if t not in terms]
+    for term in terms.values():
+        assert term.chinese and term.note is not None
+        if term.first_use:  # the first use names the term in Chinese and in English
+            assert term.first_use.startswith(term.chinese) and "（" in term.first_use
+
+
+@pytest.mark.skipif(not SEEDS.is_dir(), reason="the source posts are not here (set ROPE_LAB_SEEDS)")
+def test_the_seed_wording_is_on_the_line_the_table_names():
+    posts = {path.name[:3]: path.read_text(encoding="utf-8").splitlines()
+             for path in SEEDS.glob("*.txt")}
+    wrong, checked = [], 0
+    for term in lint.load_terms():
+        for reference in filter(None, (r.strip() for r in term.seed_source.split(";"))):
+            wording, _, where = reference.rpartition(" @ ")
+            post, line = where.split(":")
+            checked += 1
+            if (wording or term.seed_wording) not in posts[post][int(line) - 1]:
+                wrong.append(f"{term.english}: {reference}")
+    assert checked > 50 and not wrong, wrong
+
+
+# --- the package speaks the chosen language ------------------------------------------------------
+
+@pytest.fixture
+def language():
+    yield
+    i18n._chosen = None
+
+
+def test_the_language_is_chosen_once_and_english_stays_english(capsys, monkeypatch, language):
+    monkeypatch.delenv(i18n.ENVIRONMENT_VARIABLE, raising=False)
+    rl.check_close("same", 1.0, 1.0)
+    assert capsys.readouterr().out == "✔ same — max |difference| = 0.00e+00 (atol 1e-06)\n"
+    rl.setup_notebook(seed=0, language="zh")
+    capsys.readouterr()
+    rl.check_close("相同", 1.0, 1.0)
+    assert capsys.readouterr().out == "✔ 相同 — 最大 |差值| = 0.00e+00（atol 1e-06）\n"
+    with pytest.raises(AssertionError, match=r"^✘ 不同 — 最大 \|差值\| = 1.00e\+00"):
+        rl.check_close("不同", 1.0, 2.0)
+    i18n._chosen = None
+    monkeypatch.setenv(i18n.ENVIRONMENT_VARIABLE, "zh-CN")
+    assert i18n.get_language() == "zh"
+    monkeypatch.setenv(i18n.ENVIRONMENT_VARIABLE, "en")
+    assert i18n.gettext("{claim} — max |difference| = {gap} ({tolerance})").startswith(
+        "{claim} — max")
+
+
+@pytest.mark.parametrize("bad", ["fr", "", None, 3])
+def test_a_language_the_course_does_not_speak_is_refused(bad, monkeypatch, language):
+    with pytest.raises(ValueError, match=r"language must be one of \['en', 'zh'\]"):
+        rl.setup_notebook(language=bad if bad is not None else "none")
+    monkeypatch.setenv(i18n.ENVIRONMENT_VARIABLE, "klingon")
+    with pytest.raises(ValueError, match="the environment variable ROPE_LAB_LANG must be one of"):
+        i18n.get_language()
+
+
+# --- each check, failing on a broken input ----------------------------------------------------
+
+def _notebook(*cells) -> dict:
+    return {"cells": [{"cell_type": kind, "id": f"c{i}", "metadata": {}, "source": source,
+                       **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+                      for i, (kind, source) in enumerate(cells)],
+            "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_markdown_becomes_one_message_per_block():
+    notebook = _notebook(("markdown", "# 01 · A title\n\nA paragraph that is\nwrapped.\n\n"
+                                      "**Learn**\n- one item,\n  continued;\n1. two\n\n"
+                                      "$$x = 1$$\n\n| name | value |\n|---|---|\n| one | 1 |"))
+    found = [(m.msgid, m.note) for m in text.notebook_messages(notebook)]
+    assert found == [("01 · A title", "markdown heading"),
+                     ("A paragraph that is wrapped.", "markdown paragraph"),
+                     ("**Learn**", "markdown paragraph"),
+                     ("one item, continued;", "markdown list item"),
+                     ("two", "markdown list item"),
+                     ("| name | value |\n|---|---|\n| one | 1 |", "markdown table")]
+
+
+CODE = '''\
+import rope_lab as rl
+from rope_lab import plots
+
+device = rl.setup_notebook(seed=0)
+layout = "half"  # which pairs rotate
+# a whole-line comment
+# that goes on
+mask = {"causal": 1}
+rl.check("the claim", layout == "half", f"gap {1:.1e}")
+rl.check_close(claim="keyword claim", actual=1.0, expected=1.0)
+print("shown", layout, "and " + "joined")
+plots.attention_weights([], [["wǒ"]], ["a title"], suptitle="figure text")
+if layout != "interleaved":
+    raise ValueError("a message for the reader")
+
+
+def helper(claim):
+    """A docstring."""
+    return {"key": claim}
+
+
+helper("local claim")
+'''
+
+
+def test_which_code_literals_are_translated():
+    found = {m.msgid: m.note for m in text.notebook_messages(_notebook(("code", CODE)))}
+    assert found == {
+        "which pairs rotate": "code comment (end of line)",
+        "a whole-line comment that goes on": "code comment",
+        "the claim": "verdict line of a check (claim)",
+        "gap {1:.1e}": "verdict line of a check (detail)",
+        "keyword claim": "verdict line of a check (claim)",
+        "shown": "printed text", "and ": "printed text", "joined": "printed text",
+        "a message for the reader": "error message",
+        "A docstring.": "docstring",
+        "local claim": "verdict line of a check (claim)",  # helper's parameter is `claim`
+    }  # never: "half", "causal", "key", "interleaved", layout names, figure text (phase 2)
+
+
+def test_a_translated_literal_stays_valid_code_within_the_line_length():
+    source = ('import rope_lab as rl\n\n'
+              'rl.check("short", True, f"gap {gap:.1e} and more words here")\n')
+    long = "一段很长的中文说明，" * 12 + "差距 {gap:.1e}"
+    built = text._apply(source, text._code_slots(source, "c", text.SignatureResolver([source])),
+                        lambda m: long if m.msgid.startswith("gap") else None)
+    assert max(text.display_width(line) for line in built.split("\n")) <= text.LINE_LENGTH
+    captured = {}
+    checker = type("rl", (), {"check": staticmethod(
+        lambda claim, ok, detail: captured.update(detail=detail))})
+    # run the built cell (its import line aside) to read the value the literal now has
+    exec(compile(built.split("\n", 2)[2], "cell", "exec"), {"gap": 0.5, "rl": checker})
+    assert captured["detail"] == long.replace("{gap:.1e}", "5.0e-01")
+
+
+def _tiny_repository(root: Path) -> Path:
+    """A repository with one English notebook, as `init` and `update` see it."""
+    (root / "notebooks").mkdir(parents=True)
+    english = root / "notebooks" / "01_tiny.ipynb"
+    english.write_text(json.dumps(_notebook(
+        ("markdown", "# 01 · Tiny\n\nThe first paragraph.\n\nThe second paragraph."),
+        ("code", 'import rope_lab as rl\n\nrl.setup_notebook(seed=0)\n'
+                 'rl.check("it holds", True)'))))
+    return english
+
+
+def _translate_all(po: Path) -> None:
+    catalog = catalogs.read_catalog(po)
+    for message in catalog:
+        if message.id:
+            message.string = "译：" + message.id
+    catalogs.write_catalog(catalog, po)
+
+
+def test_update_marks_a_changed_text_fuzzy_and_a_new_one_missing(tmp_path):
+    english = _tiny_repository(tmp_path)
+    po = catalogs.init("01_tiny", tmp_path)
+    _translate_all(po)
+    notebook = _load(english)
+    notebook["cells"][0]["source"] = ("# 01 · Tiny\n\nThe first paragraph, edited.\n\n"
+                                      "The second paragraph.\n\nA new one.")
+    english.write_text(json.dumps(notebook))
+    catalogs.update(tmp_path)
+    updated = catalogs.read_catalog(po)
+    changed = updated["The first paragraph, edited."]
+    assert changed.fuzzy and changed.previous_id == ["The first paragraph."]
+    assert changed.string == "译：The first paragraph."  # the old translation, to review
+    assert updated["The second paragraph."].string and not updated["The second paragraph."].fuzzy
+    assert not updated["A new one."].string
+    found = catalogs.status(po, catalogs.notebook_template(english))
+    assert found.fuzzy == ["The first paragraph, edited."] and found.missing == ["A new one."]
+    assert "#| msgid \"The first paragraph.\"" in po.read_text(encoding="utf-8")
+    assert catalogs.update(tmp_path) == []  # a second update changes nothing
+    # the build keeps English where the translation is fuzzy or missing
+    catalogs.build(tmp_path)
+    built = _load(tmp_path / "notebooks" / "zh_CN" / "01_tiny.ipynb")
+    assert "The first paragraph, edited." in "".join(built["cells"][0]["source"])
+
+
+def test_a_stale_or_hand_edited_build_is_caught(tmp_path):
+    english = _tiny_repository(tmp_path)
+    _translate_all(catalogs.init("01_tiny", tmp_path))
+    catalogs.build(tmp_path)
+    assert catalogs.stale_outputs(tmp_path) == []
+    built = tmp_path / "notebooks" / "zh_CN" / "01_tiny.ipynb"
+    original = built.read_text(encoding="utf-8")
+    built.write_text(original.replace("译：it holds", "译：手改"), encoding="utf-8")
+    assert catalogs.stale_outputs(tmp_path) == [
+        "notebooks/zh_CN/01_tiny.ipynb: differs from what the build makes (edited by hand, or "
+        "the English notebook or its catalog changed since the last build)"]
+    built.write_text(original, encoding="utf-8")
+    english.write_text(english.read_text().replace("seed=0", "seed=1"))  # code changed
+    assert len(catalogs.stale_outputs(tmp_path)) == 1
+    (tmp_path / "notebooks" / "zh_CN" / "99_orphan.ipynb").write_text("{}")
+    assert "not made by the build" in catalogs.stale_outputs(tmp_path)[-1]
+
+
+def test_code_drift_is_caught():
+    english = _load(ROOT / "notebooks" / "01_attention_without_position.ipynb")
+    chinese = _load(ROOT / "notebooks" / "zh_CN" / "01_attention_without_position.ipynb")
+    assert text.code_drift(english, chinese, language="zh") == []
+
+    def edited(old: str, new: str) -> dict:
+        copied = copy.deepcopy(chinese)
+        cell = next(c for c in copied["cells"] if old in "".join(c["source"]))
+        cell["source"] = "".join(cell["source"]).replace(old, new, 1)
+        return copied
+
+    drifted = text.code_drift(english, edited("L, d = 5, 8", "L, d = 5, 9"), language="zh")
+    assert drifted and "the code differs from the English cell" in drifted[0]
+    renamed = edited('language="zh"', 'language="en"')
+    assert "0 of 1 setup_notebook calls" in text.code_drift(english, renamed, language="zh")[-1]
+    broken = edited("最大 |差值| = {worst:.1e}\"", "最大 |差值| = {worst:.1e}")
+    assert "does not compile" in text.code_drift(english, broken, language="zh")[0]
+    # a translated literal or comment may change; that is not drift
+    reworded = edited("只重排键会改变输出", "仅重排键，输出就变了")
+    assert text.code_drift(english, reworded, language="zh") == []
+    missing_cell = copy.deepcopy(chinese)
+    del missing_cell["cells"][3]
+    assert "the cells differ" in text.code_drift(english, missing_cell, language="zh")[0]
+
+
+@pytest.mark.parametrize("msgid, msgstr, options, expected", [
+    ("gap {worst:.1e}", "差距 {worst:.2e}", {"brace_format": True}, "the {fields} differ"),
+    ("the angle $m\\theta_i$ grows", "角度 $m\\theta$ 变大", {}, "maths differ"),
+    ("call `rl.attention` here", "在这里调用 `attention`", {}, "inline code differ"),
+    ("see [notebook 02](02_x.ipynb)", "见[笔记本 02](03_x.ipynb)", {}, "link targets differ"),
+    ("| a | b |\n|---|---|", "| 甲 | 乙 | 丙 |\n|---|---|", {"table": True},
+     "the table's shape differs"),
+    ("**bold** text", "**粗体文字", {"markdown": True}, "an unpaired ** (bold) marker"),
+    ("line one\nline two", "第一行第二行", {}, "line break"),
+    ("the same English words here", "the same English words here", {},
+     "the translation is the English text"),
+    ("a long sentence", "一句话 and then the English was left here", {}, "English left"),
+])
+def test_message_problems_catch_broken_translations(msgid, msgstr, options, expected):
+    problems = lint.message_problems(msgid, msgstr, **options)
+    assert len(problems) == 1 and expected in problems[0], problems
+    assert lint.message_problems(msgid, msgid.replace("the", "这"), **options) != problems
+
+
+def test_rendering_problems_catch_emphasis_that_chinese_punctuation_breaks():
+    pytest.importorskip("markdown_it", reason="markdown-it-py renders the markdown")
+    assert lint.rendering_problems("**Time:** about 30 minutes.", "**时间**：约 30 分钟。") == []
+    assert lint.rendering_problems("**Time:** about 30 minutes.", "**时间：**约 30 分钟。") == [
+        "renders 0 strong element(s), the English 1"]
+    lost_column = lint.rendering_problems("| a | b |\n|---|---|\n| 1 | 2 |",
+                                          "| a |\n|---|\n| 1 | 2 |")
+    assert lost_column == ["renders 1 td element(s), the English 2",
+                           "renders 1 th element(s), the English 2"]
+
+
+def test_term_problems_catch_a_wrong_term_and_a_missing_first_use():
+    terms = lint.load_terms()
+    good = [("RoPE rotates pairs.", "旋转位置编码（RoPE）旋转维度对。", "markdown paragraph"),
+            ("So RoPE is relative.", "所以 RoPE 是相对的。", "markdown paragraph")]
+    assert lint.term_problems(good, terms) == []
+    no_first_use = [("RoPE rotates pairs.", "RoPE 旋转维度对。", "markdown paragraph")]
+    assert "first use of 'rotary position embedding (RoPE)'" in lint.term_problems(
+        no_first_use, terms)[0]
+    wrong_term = [("Length extrapolation fails.", "长度外插失败。", "markdown paragraph")]
+    assert "'extrapolation' is not translated as '外推'" in lint.term_problems(
+        wrong_term, terms)[0]
+
+
+def test_a_link_to_an_english_notebook_with_a_chinese_twin_is_caught(tmp_path):
+    english = _tiny_repository(tmp_path)
+    _translate_all(catalogs.init("01_tiny", tmp_path))
+    catalogs.build(tmp_path)
+    built = tmp_path / "notebooks" / "zh_CN" / "01_tiny.ipynb"
+    assert catalogs.link_problems(built, tmp_path) == []
+    notebook = _load(built)
+    notebook["cells"][0]["source"] += ("\n\nSee `notebooks/01_tiny.ipynb` and "
+                                       "[it](../01_tiny.ipynb) and [nothing](missing.ipynb).")
+    built.write_text(json.dumps(notebook))
+    problems = catalogs.link_problems(built, tmp_path)
+    assert len(problems) == 3, problems
+    del english
+
+
+def test_the_build_points_links_at_the_chinese_twins(tmp_path):
+    english = _tiny_repository(tmp_path)
+    notebook = _load(english)
+    notebook["cells"][0]["source"] += ("\n\nSolutions: "
+                                       "`notebooks/solutions/01_tiny_solutions.ipynb`; "
+                                       "data: [file](data.csv); [next](02_other.ipynb).")
+    english.write_text(json.dumps(notebook))
+    (tmp_path / "notebooks" / "solutions").mkdir()
+    shutil.copy(english, tmp_path / "notebooks" / "solutions" / "01_tiny_solutions.ipynb")
+    catalogs.init("01_tiny", tmp_path)
+    catalogs.init("01_tiny_solutions", tmp_path)
+    catalogs.build(tmp_path)
+    built = "".join(_load(tmp_path / "notebooks" / "zh_CN" / "01_tiny.ipynb")["cells"][0]["source"])
+    assert "`notebooks/zh_CN/solutions/01_tiny_solutions.ipynb`" in built  # the twin exists
+    assert "[file](../data.csv)" in built and "[next](../02_other.ipynb)" in built  # no twin
+
+
+def test_stdlib_gettext_reads_what_babel_compiles(tmp_path):
+    """The run-time path uses no Babel: a .mo that Babel writes, read by gettext alone."""
+    from babel.messages.catalog import Catalog
+
+    catalog = Catalog(locale="zh_CN", fuzzy=False)
+    catalog.add("{claim} — max |difference| = {gap}", "{claim} — 最大 |差值| = {gap}")
+    catalog.add("fuzzy one", "模糊", flags=["fuzzy"])
+    data = io.BytesIO()
+    from babel.messages.mofile import write_mo
+
+    write_mo(data, catalog)
+    read = gettext.GNUTranslations(io.BytesIO(data.getvalue()))
+    assert read.gettext("{claim} — max |difference| = {gap}") == "{claim} — 最大 |差值| = {gap}"
+    assert read.gettext("fuzzy one") == "fuzzy one"  # a fuzzy entry is never used
+
+
+def test_the_chinese_readme_gives_the_quick_start_and_its_links_work():
+    readme = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+    for needed in ("make lab", "make test", "TORCH=cpu", "(README.md)",
+                   "(notebooks/zh_CN/README.md)", 'language="zh"', "ROPE_LAB_LANG"):
+        assert needed in readme, needed
+    targets = re.findall(r"\]\(([^)#\s]+)\)", readme)
+    assert targets and not [t for t in targets if not (ROOT / t).exists()]
+
+
+@pytest.mark.skipif(shutil.which("msgfmt") is None, reason="GNU gettext's msgfmt is not installed")
+@pytest.mark.parametrize("po", [*CATALOGS, catalogs.PACKAGE_PO], ids=lambda p: p.name)
+def test_gnu_msgfmt_accepts_every_catalog(po, tmp_path):
+    """An independent reader of the format: GNU gettext's own checker (syntax, headers, and
+    python-brace-format placeholders where Babel flagged them)."""
+    result = subprocess.run(["msgfmt", "--check", "-o", str(tmp_path / "out.mo"), str(po)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.skipif(shutil.which("msgmerge") is None, reason="GNU gettext's msgmerge is missing")
+def test_update_agrees_with_gnu_msgmerge(tmp_path):
+    """The reference implementation of `update`: msgmerge on the same old catalog and the
+    same template marks the same entries fuzzy and the same ones new."""
+    english = _tiny_repository(tmp_path)
+    po = catalogs.init("01_tiny", tmp_path)
+    _translate_all(po)
+    old = tmp_path / "old.po"
+    shutil.copy(po, old)
+    notebook = _load(english)
+    notebook["cells"][0]["source"] = ("# 01 · Tiny, renamed\n\nThe first paragraph, edited.\n\n"
+                                      "The second paragraph.\n\nSomething else entirely.")
+    english.write_text(json.dumps(notebook))
+    catalogs.update(tmp_path)
+    template = tmp_path / "new.pot"
+    template.write_bytes(catalogs.po_bytes(catalogs.notebook_template(english)))
+    merged = tmp_path / "merged.po"
+    subprocess.run(["msgmerge", "--quiet", "-o", str(merged), str(old), str(template)],
+                   check=True)
+
+    def states(path: Path) -> dict[str, str]:
+        return {m.id: "fuzzy" if m.fuzzy else "translated" if m.string else "new"
+                for m in catalogs.read_catalog(path) if m.id}
+
+    ours, gnu = states(po), states(merged)
+    assert ours == gnu
+    assert sorted(ours.values()) == ["fuzzy", "fuzzy", "new", "translated", "translated"]
+
+
+def test_init_names_what_it_expected(capsys):
+    with pytest.raises(SystemExit):
+        catalogs.main(["init", "99_no_such_notebook"])
+    assert "no English notebook notebooks/99_no_such_notebook.ipynb" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        catalogs.main(["init", CATALOGS[0].stem])
+    assert "exists; run `update` to refresh it" in capsys.readouterr().err
