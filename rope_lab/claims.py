@@ -38,6 +38,22 @@ def counts() -> dict[str, int]:
     return found
 
 
+def summary_markdown() -> str:
+    """The inventory by verdict, for notebook 00: how many claims, how many a notebook checks.
+
+    The full table (:func:`claims_markdown`) is a page of the book; 00 shows this summary.
+    """
+    rows = load_claims()
+    lines = ["| verdict | claims | checked in a notebook | not taught (reason given) |",
+             "|---|---|---|---|"]
+    for verdict in (*VERDICTS, None):
+        group = [row for row in rows if verdict is None or row["verdict"] == verdict]
+        checked = sum(bool(row["cell_id"]) for row in group)
+        lines.append(f"| {verdict or '**all**'} | {len(group)} | {checked} | "
+                     f"{len(group) - checked} |")
+    return "\n".join(lines)
+
+
 def claims_markdown() -> str:
     """The inventory as a Markdown table, for notebook 00 and the book."""
     lines = ["| post | claim | verdict | condition / reason | checked in |",

@@ -47,9 +47,11 @@ NOTEBOOKS = (
     Notebook("09_performance.ipynb", "Performance", 25,
              "RoPE is memory-bound: bytes, FLOPs and measured speed."),
     Notebook("10_rope_in_real_models.ipynb", "RoPE in real models, 2021–2026", 40,
-             "Sixteen real configs, GPT-J to Gemma 4, read offline, checked against transformers."),
+             "Fifteen published configs (GPT-J to Qwen3-VL) and Gemma 4's defaults, read "
+             "offline, checked against transformers."),
     Notebook("11_debugging_rope.ipynb", "Debugging RoPE in real code", 45,
-             "Eight plumbing bugs in transformers' own model code: found, measured, fixed."),
+             "Eight plumbing bugs in transformers' own model code, found, measured and fixed, "
+             "and one suspected bug that is not."),
     Notebook("12_what_2024_2026_changed.ipynb", "What 2024–2026 models changed", 35,
              "p-RoPE, NoPE layers, local/global bases, base 5e5: trained, three seeds, two tasks."),
 )

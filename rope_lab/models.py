@@ -20,7 +20,7 @@ The RoPE options of 2023–2026 models, each a keyword of :class:`TinyTransforme
     rotating_fraction=p         p-RoPE: the slowest (1 − p) of the pairs  Barbero et al. 2024,
                                 get θ_i = 0 (they carry content only)     Gemma 4 "proportional"
     nope_layers=(1,)            no rotation in those layers (NoPE)        Llama 4 (every 4th layer)
-    local_layers=(0,), window,  those layers see only the last ``window`` Gemma 2/3 (local base
+    local_layers=(0,), window,  those layers see only the last ``window`` Gemma 3 (local base
     global_base=1e6             tokens; the others use ``global_base``    1e4, global base 1e6)
 
 ``forward(..., attention_window=w)`` limits every layer to offsets < w: an ablation that asks

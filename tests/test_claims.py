@@ -1,5 +1,6 @@
 """Every row of the claims inventory points at a real check cell that can fail."""
 
+import ast
 import json
 import os
 import re
@@ -51,6 +52,129 @@ def test_row_points_at_a_check_cell(row):
     source = cells[row["cell_id"]]
     assert row["label"] in source, f"cell {row['cell_id']} does not contain {row['label']!r}"
     assert ASSERTS.search(source), f"cell {row['cell_id']} asserts nothing"
+
+
+# --- a check that cannot fail -------------------------------------------------------------
+# The rule: the condition a row's check tests (the argument of rl.check, both sides of
+# rl.check_close, or an assert), traced back through the assignments of its own cell, must
+# reach something computed: a call into the package or a library, or a value made in an
+# earlier cell. A condition built from literals and builtins alone (2 * len(range(d // 2 + 1))
+# == d + 2) is decided when the cell is written; no change to any code can make it fail. And
+# check_close must not compare an expression with itself.
+
+SAFE_BUILTINS = {"abs", "all", "any", "bool", "dict", "divmod", "enumerate", "float", "int",
+                 "len", "list", "max", "min", "pow", "range", "reversed", "round", "set",
+                 "sorted", "str", "sum", "tuple", "zip"}
+
+
+def _check_nodes(tree, source, label):
+    """The rl.check / rl.check_close calls and asserts whose source holds ``label``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", getattr(node.func, "id", None))
+            if name in ("check", "check_close") and label in ast.get_source_segment(source, node):
+                found.append((name, node))
+        elif isinstance(node, ast.Assert) and label in ast.get_source_segment(source, node):
+            found.append(("assert", node))
+    return found
+
+
+def _bindings(tree) -> dict:
+    """name → the expressions assigned to it in the cell (None: a def or an import, opaque)."""
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            values = [node.value]
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            targets, values = [node.target], [node.iter]
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.setdefault(node.name, []).append(None)
+            continue
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bound.setdefault((alias.asname or alias.name).split(".")[0], []).append(None)
+            continue
+        else:
+            continue
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    bound.setdefault(name.id, []).extend(values)
+    return bound
+
+
+def _computed(expression, bound, seen=frozenset()) -> bool:
+    """Does ``expression`` depend on anything but literals and builtins?"""
+    for node in ast.walk(expression):
+        if isinstance(node, ast.Attribute):
+            return True  # rl.…, torch.…, a method of a computed value
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name)
+                                               and node.func.id in SAFE_BUILTINS | set(bound)):
+            return True
+        if isinstance(node, ast.Name) and node.id not in seen:
+            if node.id not in bound:
+                if node.id in SAFE_BUILTINS:
+                    continue
+                return True  # made in an earlier cell
+            if any(value is None or _computed(value, bound, seen | {node.id})
+                   for value in bound[node.id]):
+                return True
+    return False
+
+
+def cannot_fail(source: str, label: str) -> list[str]:
+    """Why the check of ``label`` in ``source`` cannot fail (empty: it can)."""
+    tree = ast.parse(source)
+    checks = _check_nodes(tree, source, label)
+    if not checks:
+        return [f"{label!r} is not inside an rl.check, rl.check_close or assert"]
+    bound, reasons = _bindings(tree), []
+    for kind, node in checks:
+        tested = ([node.test] if kind == "assert" else node.args[1:2] if kind == "check"
+                  else node.args[1:3])
+        if not any(_computed(expression, bound) for expression in tested):
+            reasons.append(f"{kind} at line {node.lineno} tests only literals and builtins")
+        if kind == "check_close" and len(tested) == 2 and ast.dump(tested[0]) == ast.dump(
+                tested[1]):
+            reasons.append(f"check_close at line {node.lineno} compares a value with itself")
+    return reasons
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["cell_id"]], ids=lambda r: r["label"][:40])
+def test_row_check_can_fail(row):
+    source = _cells(row["notebook"])[row["cell_id"]]
+    assert not cannot_fail(source, row["label"]), (
+        f"{row['notebook']} · {row['cell_id']}: {cannot_fail(source, row['label'])}")
+
+
+def test_the_cannot_fail_rule_catches_tautologies():
+    # the check the fact-check found (04 · claims-04-shape before the fix): holds for every d
+    tautology = """d_shape = 8
+blocks_to_half = len(range(0, d_shape // 2 + 1))
+rl.check(f"θ_0 … θ_(d/2) would be {blocks_to_half} blocks", 2 * blocks_to_half == d_shape + 2)"""
+    assert cannot_fail(tautology, "would be")
+    assert cannot_fail("x = rl.inv_freq(8)\nrl.check_close('same', x, x, atol=0)", "same")
+    assert cannot_fail("rl.check('always', True)", "always")
+    assert cannot_fail("print('not a check')", "not a check")
+    # …and passes checks that compare with something computed
+    assert not cannot_fail("rl.check('sympy', sp.simplify(a - b) == 0)", "sympy")
+    assert not cannot_fail("m = torch.ones(3)\nrl.check('package', m.sum() == 3)", "package")
+    assert not cannot_fail("rl.check('earlier cell', loss[1] < 0.3)", "earlier cell")
+
+
+# The fact-check's four checks that missed their claim, each now pointing at the evidence.
+@pytest.mark.parametrize("claim, evidence", [
+    ("Linear attention runs in O(n)", "count_flops"),  # the cost, not an equality of outputs
+    ("RoPE has long-range decay", "far_mean < near_mean / 2"),  # the decay, by sampling
+    ("Σcos((m−n)θ_i) is an upper bound", "exceeds the 'bound'"),  # a counterexample
+    ("The naive rotation matrix has blocks", "torch.atan2"),  # the blocks read off R_Θ,m
+    ("Token m gets the angles", "by_hand"),
+])
+def test_the_fact_checked_rows_cite_their_evidence(claim, evidence):
+    (row,) = [r for r in ROWS if r["claim"].startswith(claim)]
+    assert evidence in _cells(row["notebook"])[row["cell_id"]], row
 
 
 def test_untaught_rows_give_a_reason():
