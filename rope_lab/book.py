@@ -661,6 +661,8 @@ def main(argv=None) -> int:
             print(f"book: rewrote {path.relative_to(ROOT)}")
         then = ("commit and push" if course.is_commit(args.ref) else
                 f"commit, tag that commit {args.ref} (git tag {args.ref}) and push the tag")
+        if (ROOT / "notebooks" / "zh_CN").exists():
+            then += "; `make translations` puts the links into notebooks/zh_CN/README.md"
         print(f"book: {len(changed)} file(s) now point at {args.set_repository} at {args.ref}; "
               f"{then}")
         return 0
