@@ -512,7 +512,7 @@ def _grid_file(tmp_path):
 
 
 @pytest.mark.parametrize(("damage", "expected"), [
-    (lambda text: text[: len(text) // 2], "is not valid JSON (Unterminated string"),
+    (lambda text: text[: len(text) // 2], "is not valid JSON ("),  # (what, at line L, …)
     (lambda text: "[]", "holds a JSON list; expected an object"),
     (lambda text: json.dumps({**json.loads(text), "units": None}), "has no 'units' object"),
     (lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "config"}),
