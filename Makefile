@@ -4,7 +4,7 @@
 # and a few more:
 #   make book     execute every notebook and write the course as a static site in build/book/
 #   make compat   the oldest supported versions and Google Colab's stack (nox sessions)
-#   make set-repository URL=https://github.com/OWNER/NAME   where the course is published
+#   make set-repository URL=https://github.com/OWNER/NAME REF=v1.0   where the course is published
 #   make translations   refresh the translation catalogs from the English notebooks and build
 #                       the Chinese edition (notebooks/zh_CN/) from them
 #
@@ -101,10 +101,11 @@ chromium:
 book: install-test
 	$(PY) -m rope_lab.book --out build/book
 
-# Point the README badges, every notebook's install cell and the book's links at URL.
+# Point the README badges, every notebook's install cell and the book's links at URL, pinned
+# at the release REF (a tag you then make on the commit that records this, or a commit hash).
 set-repository: install
-	@test -n "$(URL)" || { echo "usage: make set-repository URL=https://github.com/OWNER/NAME"; exit 2; }
-	$(PY) -m rope_lab.book --set-repository "$(URL)"
+	@test -n "$(URL)" -a -n "$(REF)" || { echo "usage: make set-repository URL=https://github.com/OWNER/NAME REF=v1.0"; exit 2; }
+	$(PY) -m rope_lab.book --set-repository "$(URL)" --ref "$(REF)"
 
 # One source, two languages: new or changed English text gets empty or fuzzy catalog entries
 # (notebooks/locale/zh_CN/LC_MESSAGES/*.po), then notebooks/zh_CN/ is rebuilt from the English

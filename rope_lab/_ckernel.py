@@ -24,9 +24,14 @@ cache folder, so that no process tries again for :data:`FAILURE_RETRY_SECONDS` (
 
 The cache folder is private: created with mode 0700, refused when it is a symlink, belongs
 to another user or can be written by others (a library loaded from there runs as you), and
-every file is checked the same way again just before it is loaded. The fallback folder,
-``<tmp>/rope_lab-<uid>``, must moreover have mode 0700 exactly. Builds are atomic (other
-processes never see half a file) and serialized by a lock file.
+refused when a folder above it lets another user rename it (one that is neither yours nor
+root's, or writable by others without the sticky bit of ``/tmp``: OpenSSH's StrictModes
+rule). Each library is opened once (``O_NOFOLLOW``), the open file is checked (a regular
+file of yours that nobody else can write), and on Linux exactly that file is loaded
+(``dlopen("/proc/self/fd/N")``), so swapping the folder or the file between the check and
+the load cannot slip another library in; elsewhere the folder rule above is what guards the
+path. The fallback folder, ``<tmp>/rope_lab-<uid>``, must moreover have mode 0700 exactly.
+Builds are atomic (other processes never see half a file) and serialized by a lock file.
 
 Threads: the kernel shares its rows among ``torch.get_num_threads()`` OpenMP threads. Built
 with ``-fopenmp`` it links libgomp.so.1, which PyTorch's Linux wheels have already loaded, so
@@ -308,8 +313,21 @@ def _load_built(paths: list[str]):
 
 
 def _open(path: str) -> ctypes.CDLL:
-    _check_private_file(path)  # again, just before running code from it
-    library = ctypes.CDLL(path)
+    """Load the library at ``path``: exactly the file that passed the checks.
+
+    The descriptor stays open while the library is loaded (for the process's life: ctypes
+    never unloads), so its ``/proc/self/fd/N`` name is never reused for another file
+    (dlopen returns an already loaded library by name, without opening the file).
+    """
+    descriptor = _open_private_file(path)  # again, just before running code from it
+    try:
+        # Linux: load the open, checked file itself. Elsewhere (no /proc): the path, which
+        # _private_folder made sure no other user can redirect.
+        library = ctypes.CDLL(f"/proc/self/fd/{descriptor}" if _LOAD_BY_DESCRIPTOR else path)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    library._descriptor, library._name = descriptor, path  # _name: what status() shows
     for name in _FUNCTIONS.values():
         getattr(library, name).argtypes = (
             [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64] * 4
@@ -349,17 +367,19 @@ def _cache_folder() -> str:
 
 
 def _private_folder(path: str, *, exact_mode: bool) -> None:
-    """Make sure ``path`` is a directory we own that nobody else can write to.
+    """Make sure ``path`` is a directory we own that nobody else can write to or move.
 
     A new folder gets mode 0700 whatever the umask. An existing one is refused when it is a
     symlink, someone else's, or writable by group or others (with ``exact_mode``: any mode
-    but 0700, as for a folder in the shared temporary directory).
+    but 0700, as for a folder in the shared temporary directory), and so is any folder whose
+    ancestors let another user replace it (:func:`_check_ancestors`).
     """
     created = False
     with contextlib.suppress(FileExistsError):
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        _make_parents(os.path.dirname(path) or ".")
         os.mkdir(path, 0o700)
         created = True
+    _check_ancestors(path)
     if os.path.islink(path):
         raise _Unavailable("it is a symlink")
     descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -379,15 +399,83 @@ def _private_folder(path: str, *, exact_mode: bool) -> None:
         os.close(descriptor)
 
 
-def _check_private_file(path: str) -> None:
-    """A regular file (not a symlink) we own, that nobody else can write to."""
-    info = os.lstat(path)
-    if not stat.S_ISREG(info.st_mode):
-        raise _Unavailable(f"{path} is not a regular file (a symlink?)")
-    if info.st_uid != os.getuid():
-        raise _Unavailable(f"{path} belongs to user id {info.st_uid}, not to you")
-    if info.st_mode & 0o022:
-        raise _Unavailable(f"{path} has mode {info.st_mode & 0o777:o}: others can write to it")
+def _make_parents(folder: str) -> None:
+    """os.makedirs, but the folders it creates are writable by you only, whatever the umask
+    (a umask of 0 would leave them open to everyone, and the cache refused)."""
+    missing = []
+    while folder and not os.path.exists(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    for new in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(new, 0o755)
+            os.chmod(new, stat.S_IMODE(os.lstat(new).st_mode) & ~0o022)
+
+
+# dlopen("/proc/self/fd/N") opens the file behind descriptor N (Linux); macOS has no /proc.
+_LOAD_BY_DESCRIPTOR = os.path.isdir("/proc/self/fd")
+
+
+def _check_ancestors(path: str) -> None:
+    """Refuse ``path`` when another user could rename a folder on the way to it.
+
+    Every folder above it (on the path as given and on the resolved one: a symlink on the way
+    is only as safe as the folder that holds it and the folders it leads through) must belong
+    to you or to root and be writable by nobody else, unless it has the sticky bit (as /tmp
+    does: there others cannot rename what is yours). OpenSSH's StrictModes applies the same
+    rule to ~/.ssh.
+    """
+    absolute = os.path.abspath(path)
+    folders = set()
+    for start in (absolute, os.path.realpath(absolute)):
+        folder = os.path.dirname(start)
+        while True:
+            folders.add(folder)
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    for folder in sorted(folders):
+        try:
+            info = os.stat(folder)
+        except OSError:
+            continue  # not there yet: makedirs creates it, and the next check sees it
+        if info.st_uid not in (0, os.getuid()):
+            raise _Unavailable(f"the folder above it, {folder}, belongs to user id "
+                               f"{info.st_uid}, who could replace the cache")
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            raise _Unavailable(f"the folder above it, {folder}, has mode "
+                               f"{info.st_mode & 0o777:o}: others can write to it and it has "
+                               "no sticky bit, so they could replace the cache")
+
+
+def _open_private_file(path: str) -> int:
+    """An open descriptor of ``path``, checked: a regular file (not a symlink) we own, that
+    nobody else can write to. The caller uses (and closes) the descriptor, never the path."""
+    # O_NONBLOCK: a FIFO planted under the name must not hang the open
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as error:
+        if os.path.islink(path):
+            raise _Unavailable(f"{path} is not a regular file (a symlink)") from None
+        raise error
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Unavailable(f"{path} is not a regular file")
+        if info.st_uid != os.getuid():
+            raise _Unavailable(f"{path} belongs to user id {info.st_uid}, not to you")
+        if info.st_mode & 0o022:
+            raise _Unavailable(f"{path} has mode {info.st_mode & 0o777:o}: others can write "
+                               "to it")
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
 
 
 def _write_private(path: str, data: bytes, mode: int = 0o600) -> None:
@@ -423,8 +511,7 @@ def _folder_lock(folder: str, deadline: float):
 def _remembered_failure(path: str) -> str | None:
     """The reason of a failed build recorded at ``path`` less than FAILURE_RETRY_SECONDS ago."""
     try:
-        _check_private_file(path)
-        with open(path, encoding="utf-8") as handle:
+        with os.fdopen(_open_private_file(path), encoding="utf-8") as handle:
             record = json.load(handle)
         if time.time() - float(record["time"]) < FAILURE_RETRY_SECONDS:
             return str(record["reason"])

@@ -20,13 +20,15 @@ REPORTED_PACKAGES = ("torch", "numpy", "matplotlib", "ipywidgets", "transformers
 
 
 def course_map_markdown(notebooks=course.NOTEBOOKS) -> str:
-    """A Markdown table of the notebooks: number, title, minutes, summary, Colab link."""
-    rows = ["| # | notebook | minutes | what it covers | Colab |", "|---|---|---|---|---|"]
+    """A Markdown table of the notebooks: number, title, minutes, summary, a link that opens
+    it (in Colab once the course names where it is published, else the notebook beside)."""
+    rows = ["| # | notebook | minutes | what it covers | open |", "|---|---|---|---|---|"]
     for notebook in notebooks:
         number = notebook.filename.split("_", 1)[0]
+        link = course.colab_url(notebook.filename) or notebook.filename
         rows.append(
             f"| {number} | {notebook.title} (`{notebook.filename}`) | {notebook.minutes} | "
-            f"{notebook.summary} | [open]({course.colab_url(notebook.filename)}) |"
+            f"{notebook.summary} | [open]({link}) |"
         )
     total = sum(notebook.minutes for notebook in notebooks)
     rows.append(f"| | **total** | **{total}** | | |")

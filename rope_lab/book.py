@@ -28,7 +28,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from rope_lab.course import COLAB_CELL, NOTEBOOKS, REPOSITORY, colab_url
+from rope_lab import course
+from rope_lab.course import COLAB_CELL, NOTEBOOKS, REF, REPOSITORY, colab_url
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -56,66 +57,142 @@ STDERR_MARK = 'data-mime-type="application/vnd.jupyter.stderr"'
 
 # --- README ---------------------------------------------------------------------------------
 
-def binder_url() -> str:
-    """JupyterLab on Binder (mybinder.org builds it from environment.yml)."""
-    owner_and_name = REPOSITORY.split("github.com/", 1)[1]
-    return f"https://mybinder.org/v2/gh/{owner_and_name}/main?urlpath=lab/tree/notebooks"
+def binder_url(repository=REPOSITORY, ref=REF) -> str | None:
+    """JupyterLab on Binder (mybinder.org builds it from environment.yml) at the pinned
+    release; None while the course names no published repository."""
+    if repository is None or ref is None:
+        return None
+    owner_and_name = repository.split("github.com/", 1)[1]
+    return f"https://mybinder.org/v2/gh/{owner_and_name}/{ref}?urlpath=lab/tree/notebooks"
 
 
-def readme_badges() -> str:
-    """The README's notebook table, one "Open in Colab" badge per notebook (markdown)."""
-    lines = ["| # | notebook | what you learn | minutes | open |", "|---|---|---|---|---|"]
+UNPUBLISHED_NOTE = (
+    "No Colab or Binder links yet: this copy of the course names no published repository "
+    "(a link to an address nobody here controls would open whatever its owner serves). "
+    "`make set-repository URL=https://github.com/OWNER/NAME REF=TAG` adds them, pinned at "
+    "that release.")
+
+
+def readme_badges(repository=REPOSITORY, ref=REF) -> str:
+    """The README's notebook table (markdown) and how to open the course online: one "Open in
+    Colab" badge per notebook and a Binder badge once the course is published, else a note
+    saying why there are none."""
+    links = repository is not None and ref is not None
+    lines = ["| # | notebook | what you learn | minutes |" + (" open |" if links else ""),
+             "|---|---|---|---|" + ("---|" if links else "")]
     for notebook in NOTEBOOKS:
-        badge = f"[![Open In Colab]({COLAB_BADGE})]({colab_url(notebook.filename)})"
-        lines.append(
-            f"| {notebook.filename[:2]} | `{notebook.filename}` | {notebook.summary} "
-            f"| {notebook.minutes} | {badge} |"
-        )
+        row = (f"| {notebook.filename[:2]} | `{notebook.filename}` | {notebook.summary} "
+               f"| {notebook.minutes} |")
+        if links:
+            url = colab_url(notebook.filename, repository=repository, ref=ref)
+            row += f" [![Open In Colab]({COLAB_BADGE})]({url}) |"
+        lines.append(row)
+    lines.append("")
+    if links:
+        lines.append(f"The whole course in the browser, nothing to install: [![Binder]"
+                     f"({BINDER_BADGE})]({binder_url(repository, ref)}) (Binder builds it from "
+                     "`environment.yml`). Both open the release "
+                     f"`{ref}` of {repository}.")
+    else:
+        lines.append(UNPUBLISHED_NOTE)
     return "\n".join(lines)
 
 
 BADGES_START, BADGES_END = "<!-- notebook table: start -->", "<!-- notebook table: end -->"
 _GITHUB = re.compile(r"https://github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?")
+_INSTALL_MARK = '"google.colab" in sys.modules'
 
 
-def set_repository(url: str, root: Path = ROOT) -> list[Path]:
-    """Publish the course at ``url``: rewrite every place that names the repository.
+def set_repository(url: str, ref: str, root: Path = ROOT) -> list[Path]:
+    """Publish the course at ``url``, pinned at ``ref`` (a tag or a commit hash): rewrite every
+    place that names them.
 
-    That is :data:`rope_lab.course.REPOSITORY`, the README (badges, links, the notebook
-    table) and the install cell of every notebook. Returns the files changed.
+    That is :data:`rope_lab.course.REPOSITORY` and :data:`~rope_lab.course.REF`, the README's
+    notebook table (badges, Binder) and the install cell of every notebook. Returns the files
+    changed.
     """
-    import nbformat
-
-    match = _GITHUB.fullmatch(url.strip())
+    match = _GITHUB.fullmatch(url.strip()) if isinstance(url, str) else None
     if not match:
         raise ValueError(f"set_repository: url={url!r} is not a GitHub repository address; "
                          "expected https://github.com/OWNER/NAME")
+    try:
+        ref = course.check_ref(ref)
+    except ValueError as error:
+        raise ValueError(f"set_repository: {error}") from None
     new = f"https://github.com/{match[1]}/{match[2]}"
-    old = REPOSITORY
-    if new == old:
-        return []
-    old_name, new_name = old.split("github.com/", 1)[1], new.split("github.com/", 1)[1]
     changed = []
-    course = root / "rope_lab" / "course.py"
-    text = course.read_text(encoding="utf-8")
-    course.write_text(text.replace(f'REPOSITORY = "{old}"', f'REPOSITORY = "{new}"', 1),
-                      encoding="utf-8")
-    changed.append(course)
+    settings = root / "rope_lab" / "course.py"
+    text = settings.read_text(encoding="utf-8")
+    edited = re.sub(r"^REPOSITORY: str \| None = .*$", f'REPOSITORY: str | None = "{new}"',
+                    text, count=1, flags=re.MULTILINE)
+    edited = re.sub(r"^REF: str \| None = .*$", f'REF: str | None = "{ref}"', edited, count=1,
+                    flags=re.MULTILINE)
+    if edited.count(f'"{new}"') != 1 or edited.count(f'"{ref}"') < 1:
+        raise ValueError(f"set_repository: {settings} has no REPOSITORY / REF lines to rewrite")
+    if edited != text:
+        settings.write_text(edited, encoding="utf-8")
+        changed.append(settings)
     readme = root / "README.md"
-    if readme.exists():
-        text = readme.read_text(encoding="utf-8")
-        text = re.sub(r"(github\.com/|colab\.research\.google\.com/github/|mybinder\.org/v2/gh/)"
-                      + re.escape(old_name) + r"\b", lambda m: m[1] + new_name, text)
-        readme.write_text(text, encoding="utf-8")
+    if readme.exists() and write_readme_badges(readme, new, ref):
         changed.append(readme)
-    new_cell = COLAB_CELL.replace(old, new)
-    for path in sorted((root / "notebooks").rglob("*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        if nb.cells and nb.cells[0].cell_type == "code" and nb.cells[0].source == COLAB_CELL:
-            nb.cells[0].source = new_cell
-            nbformat.write(nb, path)
-            changed.append(path)
+    changed += place_install_cells(root, course.install_cell(new, ref))
     return changed
+
+
+def write_readme_badges(readme: Path, repository=REPOSITORY, ref=REF) -> bool:
+    """Rewrite the README's block between the notebook-table markers; True if it changed."""
+    text = readme.read_text(encoding="utf-8")
+    start, end = text.find(BADGES_START), text.find(BADGES_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{readme} has no {BADGES_START} … {BADGES_END} block")
+    block = f"{BADGES_START}\n{readme_badges(repository, ref)}\n"
+    edited = text[:start] + block + text[end:]
+    if edited == text:
+        return False
+    readme.write_text(edited, encoding="utf-8")
+    return True
+
+
+def install_cell_notebooks(root: Path = ROOT) -> list[Path]:
+    """Every notebook that carries the install cell: the course, its solutions, and the
+    browser tests' fixture."""
+    return [*sorted((root / "notebooks").rglob("*.ipynb")),
+            *sorted((root / "tests" / "browser").glob("*.ipynb"))]
+
+
+def place_install_cells(root: Path = ROOT, cell: str = COLAB_CELL) -> list[Path]:
+    """Make ``cell`` the install cell of every notebook, right below its title (the first
+    screen is the title and what you will learn). An existing install cell (a code cell
+    among the first three that checks for ``google.colab``) is replaced, keeping its id.
+    Returns the notebooks changed."""
+    import nbformat
+
+    changed = []
+    for path in install_cell_notebooks(root):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        nb = nbformat.read(path, as_version=4)
+        old = next((c for c in nb.cells[:3]
+                    if c.cell_type == "code" and _INSTALL_MARK in c.source), None)
+        cells = [c for c in nb.cells if c is not old]
+        title = next((i for i, c in enumerate(cells[:2])
+                      if c.cell_type == "markdown" and c.source.startswith("# ")), None)
+        if title is None or old is None and "notebooks" not in path.relative_to(root).parts:
+            continue  # not a course notebook, or a test fixture without an install cell
+        new = nbformat.v4.new_code_cell(cell)
+        if old is not None:
+            new.id = old.id
+        cells.insert(title + 1, new)
+        if [c.source for c in cells] == [c.source for c in nb.cells]:
+            continue
+        nb.cells = cells
+        nbformat.write(nb, path)
+        changed.append(path)
+    return changed
+
+
+def is_install_cell(cell) -> bool:
+    return cell.cell_type == "code" and _INSTALL_MARK in cell.source
 
 
 # --- which notebooks, in which order --------------------------------------------------------
@@ -275,7 +352,9 @@ def rewrite_links(page: str, pages: set[str]) -> str:
             return f'href="{stem}.html{anchor}"'
         if path == "notebooks/TEACHING.md" and "teaching.html" in pages:
             return f'href="teaching.html{anchor}"'
-        return f'href="{REPOSITORY}/blob/main/{path}{anchor}"'
+        if REPOSITORY is None or REF is None:  # nowhere online to point at: plain text
+            return f'title="{path} in the course repository"'
+        return f'href="{REPOSITORY}/blob/{REF}/{path}{anchor}"'
 
     return _HREF.sub(replace, page)
 
@@ -288,7 +367,7 @@ def navigation(notebook: Path, order: list[Path]) -> str:
         parts.insert(0, f"[← {_title(order[index - 1])}]({page_name(order[index - 1])})")
     if index + 1 < len(order):
         parts.append(f"[{_title(order[index + 1])} →]({page_name(order[index + 1])})")
-    if notebook.name in {n.filename for n in NOTEBOOKS}:
+    if notebook.name in {n.filename for n in NOTEBOOKS} and colab_url(notebook.name):
         parts.append(f"[Open in Colab]({colab_url(notebook.name)})")
     return " · ".join(parts)
 
@@ -332,8 +411,7 @@ def render_page(notebook: Path, order: list[Path], pages: set[str], *,
         execute(nb, notebook)
     freeze_widgets(nb)
     # The Colab install cell does nothing for a reader of the static page.
-    if nb.cells and nb.cells[0].cell_type == "code" and nb.cells[0].source == COLAB_CELL:
-        nb.cells.pop(0)
+    nb.cells = [cell for cell in nb.cells[:3] if not is_install_cell(cell)] + nb.cells[3:]
     nav = navigation(notebook, order)
     nb.cells.insert(0, new_markdown_cell(nav))
     nb.cells.append(new_markdown_cell(nav))
@@ -418,9 +496,8 @@ td:nth-child(3) {{ white-space: nowrap; }}
 {FONT_CSS}</head><body>
 <h1>rope_lab: position encoding and RoPE, interactively</h1>
 <p>The notebooks of the course, executed, with their figures. The sliders only move when
-you run a notebook yourself (JupyterLab, VS Code or Colab; source:
-<a href="{REPOSITORY}">{REPOSITORY}</a>, or in the browser on
-<a href="{binder_url()}">Binder</a>); here each panel shows its default setting.</p>
+you run a notebook yourself (JupyterLab, VS Code or Colab{_where_online()}); here each panel
+shows its default setting.</p>
 <table><thead><tr><th>#</th><th>notebook</th><th>time</th><th>what you learn</th></tr></thead>
 <tbody>
 {chr(10).join(rows)}
@@ -428,6 +505,14 @@ you run a notebook yourself (JupyterLab, VS Code or Colab; source:
 <ul>{links}</ul>
 </body></html>
 """
+
+
+def _where_online() -> str:
+    """The index page's pointer to the published course (nothing while it names none)."""
+    if REPOSITORY is None or REF is None:
+        return ""
+    return (f'; source: <a href="{REPOSITORY}">{REPOSITORY}</a> at {html.escape(REF)}, or in '
+            f'the browser on <a href="{binder_url()}">Binder</a>')
 
 
 def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
@@ -543,21 +628,43 @@ def main(argv=None) -> int:
     parser.add_argument("--badges", action="store_true",
                         help="print the README's notebook table with Colab badges and stop")
     parser.add_argument("--set-repository", metavar="URL",
-                        help="publish the course at URL (https://github.com/OWNER/NAME): "
-                             "rewrite the README, rope_lab/course.py and every install cell")
+                        help="publish the course at URL (https://github.com/OWNER/NAME), "
+                             "pinned at --ref: rewrite the README, rope_lab/course.py and "
+                             "every install cell")
+    parser.add_argument("--ref", help="with --set-repository: the tag (or commit hash) that "
+                                      "Colab and Binder open and the install cell installs")
+    parser.add_argument("--install-cells", action="store_true",
+                        help="put rope_lab.course.COLAB_CELL below every notebook's title "
+                             "(replacing the install cell there) and the README's table in "
+                             "step with it, then stop")
     args = parser.parse_args(argv)
     if args.badges:
         print(readme_badges())
         return 0
-    if args.set_repository:
+    if args.install_cells:
+        changed = place_install_cells(ROOT)
+        if write_readme_badges(ROOT / "README.md"):
+            changed.append(ROOT / "README.md")
+        print(f"book: {len(changed)} file(s) rewritten")
+        return 0
+    if args.set_repository or args.ref:
+        if not (args.set_repository and args.ref):
+            print("book: --set-repository URL needs --ref TAG (a release to pin: a tag or a "
+                  "commit hash), and --ref needs --set-repository", file=sys.stderr)
+            return 2
         try:
-            changed = set_repository(args.set_repository)
+            changed = set_repository(args.set_repository, args.ref)
         except ValueError as error:
             print(f"book: {error}", file=sys.stderr)
             return 2
         for path in changed:
             print(f"book: rewrote {path.relative_to(ROOT)}")
-        print(f"book: {len(changed)} file(s) now point at {args.set_repository}")
+        then = ("commit and push" if course.is_commit(args.ref) else
+                f"commit, tag that commit {args.ref} (git tag {args.ref}) and push the tag")
+        if (ROOT / "notebooks" / "zh_CN").exists():
+            then += "; `make translations` puts the links into notebooks/zh_CN/README.md"
+        print(f"book: {len(changed)} file(s) now point at {args.set_repository} at {args.ref}; "
+              f"{then}")
         return 0
     order = args.notebooks or course_notebooks()
     if not order:

@@ -1,20 +1,27 @@
 """The course map and the pieces every notebook shares (kept in one place, tested).
 
 ``NOTEBOOKS`` is the single list of notebooks: notebook 00 draws its map from it, the README
-lists it, and a test checks that each file exists and begins with :data:`COLAB_CELL`.
+lists it, and a test checks that each file exists and opens with its title, then
+:data:`COLAB_CELL`.
 
-:data:`REPOSITORY` is the one place that says where the course is published. The README's
-Colab and Binder badges, every notebook's install cell and the book's links are made from
-it; ``make set-repository URL=...`` rewrites them all and a test keeps them in step.
+:data:`REPOSITORY` and :data:`REF` are the one place that says where the course is published
+and which release of it Colab installs. The README's Colab and Binder badges, every
+notebook's install cell and the book's links are made from them; ``make set-repository
+URL=... REF=...`` rewrites them all and a test keeps them in step. Until they are set there
+are no such links, and the install cell installs nothing: a badge or an install from an
+address nobody here controls would run whatever its owner serves.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-# Where the course is published (change it with `make set-repository URL=...`).
-REPOSITORY = "https://github.com/rope-lab/rope_lab"
-BRANCH = "main"
+# Where the course is published, and the release its install cell installs: a tag (made on
+# the commit that records it) or a commit hash, never a branch, which moves. None until
+# `make set-repository URL=https://github.com/OWNER/NAME REF=TAG` names them.
+REPOSITORY: str | None = None
+REF: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,32 +63,94 @@ NOTEBOOKS = (
              "p-RoPE, NoPE layers, local/global bases, base 5e5: trained, three seeds, two tasks."),
 )
 
-# The first cell of every notebook: installs rope_lab on Colab, does nothing elsewhere. It
-# installs from the repository's zip archive over HTTPS, so no git and no credential prompt
-# is involved; if that fails (no network, a private or moved repository) it stops the
-# notebook with one message that says what to do.
-COLAB_CELL = f"""\
-# On Google Colab, install the course package first; elsewhere this cell does nothing.
+# The cell below every notebook's title: installs rope_lab on Colab, does nothing elsewhere.
+# It installs a pinned release's zip archive over HTTPS (no git, no credential prompt); if
+# that fails (no network, a moved repository) it stops the notebook with one message.
+_PINNED_CELL = """\
+# On Colab, install the course package (a pinned release); elsewhere this does nothing.
+import subprocess
 import sys
 
 if "google.colab" in sys.modules:
-    import subprocess
-
-    source = "{REPOSITORY}/archive/refs/heads/{BRANCH}.zip"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-input",
-                          f"rope_lab[models] @ {{source}}"],
-                         stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    if pip.returncode != 0:
-        raise SystemExit(
-            f"Could not install rope_lab from {{source}}: "
-            f"{{(pip.stderr.strip().splitlines() or ['no message'])[-1]}}\\n"
-            "Check that this runtime has internet access (Colab: Runtime > Change runtime "
-            "type), and that the address above opens in a browser; if the course moved, "
-            "open the notebook from its new repository.")\
+    source = "{source}"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-input",
+                          f"rope_lab[models] @ {{source}}"], stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True)
+    if pip.returncode:
+        last = (pip.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"Could not install rope_lab from {{source}}: {{last}}\\nCheck the "
+                         "runtime's internet access and that the address opens in a browser.")\
 """
 
+# Until the course names where it is published, the cell installs nothing and says so.
+_UNPUBLISHED_CELL = """\
+# On Colab this cell installs the course package; elsewhere it does nothing.
+import sys
 
-def colab_url(filename: str) -> str:
-    """The link that opens a notebook of the course in Google Colab."""
-    return f"https://colab.research.google.com/github/{REPOSITORY.split('github.com/')[1]}" \
-        f"/blob/{BRANCH}/notebooks/{filename}"
+if "google.colab" in sys.modules:
+    raise SystemExit("This copy of the course names no published repository, so it installs "
+                     "nothing. Run the course on your machine (README: make lab), or open "
+                     "the notebook from the Colab link of a published copy.")\
+"""
+
+# A tag name (git check-ref-format, roughly) or a full commit hash; branch names are refused.
+_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*")
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+BRANCH_NAMES = ("main", "master", "HEAD", "develop", "trunk", "gh-pages")
+
+
+def check_ref(ref) -> str:
+    """``ref`` if it can pin a release: a tag or a full commit hash, not a branch."""
+    if not isinstance(ref, str) or not _REF.fullmatch(ref) or ".." in ref \
+            or ref.endswith((".lock", ".")):
+        raise ValueError(f"ref={ref!r} is not a git tag or commit hash; expected a tag such "
+                         "as v1.0 or a 40-character commit hash")
+    if ref in BRANCH_NAMES:
+        raise ValueError(f"ref={ref!r} is a branch, which moves: the install would change "
+                         "under your students; expected a tag (git tag v1.0) or a commit hash")
+    return ref
+
+
+def is_commit(ref: str) -> bool:
+    return bool(_COMMIT.fullmatch(ref))
+
+
+def archive_url(repository: str, ref: str) -> str:
+    """GitHub's zip of ``ref``: a tag's (``refs/tags/``, so a branch of that name is never
+    used) or a commit's."""
+    ref = check_ref(ref)
+    if is_commit(ref):
+        return f"{repository}/archive/{ref}.zip"
+    return f"{repository}/archive/refs/tags/{ref}.zip"
+
+
+def install_cell(repository: str | None = None, ref: str | None = None) -> str:
+    """The install cell for a course published at ``repository`` (``https://github.com/OWNER/
+    NAME``) and pinned at ``ref``; with either None, the cell that installs nothing."""
+    if repository is None or ref is None:
+        return _UNPUBLISHED_CELL
+    return _PINNED_CELL.format(source=archive_url(repository, ref))
+
+
+COLAB_CELL = install_cell(REPOSITORY, REF)
+
+
+def published() -> bool:
+    """True once ``make set-repository`` named where the course lives."""
+    return REPOSITORY is not None and REF is not None
+
+
+_CURRENT = object()
+
+
+def colab_url(filename: str, *, repository=_CURRENT, ref=_CURRENT) -> str | None:
+    """The link that opens a notebook of the course in Google Colab, at the pinned release
+    (default: :data:`REPOSITORY` at :data:`REF`); None while the course names no published
+    repository."""
+    repository = REPOSITORY if repository is _CURRENT else repository
+    ref = REF if ref is _CURRENT else ref
+    if repository is None or ref is None:
+        return None
+    owner_and_name = repository.split("github.com/", 1)[1]
+    return (f"https://colab.research.google.com/github/{owner_and_name}/blob/{ref}"
+            f"/notebooks/{filename}")

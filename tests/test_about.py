@@ -3,11 +3,16 @@
 from rope_lab import about, course
 
 
-def test_course_map_lists_every_notebook_with_its_colab_link():
+def test_course_map_lists_every_notebook_with_its_colab_link(monkeypatch):
     text = about.course_map_markdown()
     for notebook in course.NOTEBOOKS:
         assert notebook.filename in text and notebook.title in text
-        assert course.colab_url(notebook.filename) in text
+        assert f"[open]({course.colab_url(notebook.filename) or notebook.filename})" in text
+    monkeypatch.setattr(course, "REPOSITORY", "https://github.com/teacher/course")
+    monkeypatch.setattr(course, "REF", "v2")
+    text = about.course_map_markdown()
+    for notebook in course.NOTEBOOKS:
+        assert f"github/teacher/course/blob/v2/notebooks/{notebook.filename})" in text
     total = sum(notebook.minutes for notebook in course.NOTEBOOKS)
     assert text.splitlines()[-1].startswith(f"| | **total** | **{total}** |")
 

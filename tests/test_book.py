@@ -11,7 +11,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from rope_lab import book
-from rope_lab.course import COLAB_CELL, NOTEBOOKS, REPOSITORY, colab_url
+from rope_lab.course import COLAB_CELL, NOTEBOOKS, REF, REPOSITORY, colab_url
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "browser" / "widget_fixture.ipynb"
@@ -26,22 +26,27 @@ def course_files(folder="notebooks"):
 
 
 def test_readme_badge_table_has_one_colab_link_per_notebook():
-    table = book.readme_badges()
-    rows = table.splitlines()[2:]
-    assert len(rows) == len(NOTEBOOKS)
+    published = ("https://github.com/teacher/course", "v1.0")
+    rows = book.readme_badges(*published).splitlines()[2:2 + len(NOTEBOOKS)]
     for row, notebook in zip(rows, NOTEBOOKS, strict=True):
-        assert f"]({colab_url(notebook.filename)})" in row
+        url = colab_url(notebook.filename, repository=published[0], ref=published[1])
+        assert f"]({url})" in row
         assert f"`{notebook.filename}`" in row and book.COLAB_BADGE in row
+    unpublished = book.readme_badges(None, None)
+    assert book.COLAB_BADGE not in unpublished and book.UNPUBLISHED_NOTE in unpublished
 
 
 def test_colab_url_and_install_cell_use_the_one_repository():
+    assert 'if "google.colab" in sys.modules:' in COLAB_CELL  # a no-op everywhere else
+    if REPOSITORY is None:
+        assert all(colab_url(n.filename) is None for n in NOTEBOOKS)
+        return
     owner_and_name = REPOSITORY.removeprefix("https://github.com/")
     for notebook in NOTEBOOKS:
         assert colab_url(notebook.filename) == (
             "https://colab.research.google.com/github/"
-            f"{owner_and_name}/blob/main/notebooks/{notebook.filename}")
+            f"{owner_and_name}/blob/{REF}/notebooks/{notebook.filename}")
     assert COLAB_CELL.count(REPOSITORY) == 1
-    assert 'if "google.colab" in sys.modules:' in COLAB_CELL  # a no-op everywhere else
 
 
 def test_runtime_requirements_accept_colab_torch_and_ipywidgets_7():
@@ -56,17 +61,20 @@ def test_runtime_requirements_accept_colab_torch_and_ipywidgets_7():
 
 @pytest.mark.parametrize("path", course_files() + course_files("notebooks/solutions"),
                          ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_notebook_starts_with_the_colab_install_cell(path):
-    first = nbformat.read(path, as_version=4).cells[0]
-    assert first.cell_type == "code" and first.source == COLAB_CELL, (
-        f"{path.name}: the first cell must be exactly rope_lab.course.COLAB_CELL")
+def test_every_notebook_has_the_colab_install_cell_below_its_title(path):
+    title, install = nbformat.read(path, as_version=4).cells[:2]
+    assert title.cell_type == "markdown" and title.source.startswith("# ")
+    assert install.cell_type == "code" and install.source == COLAB_CELL, (
+        f"{path.name}: the cell below the title must be exactly rope_lab.course.COLAB_CELL")
 
 
 def test_readme_colab_badges_match_the_notebooks():
     readme = (ROOT / "README.md").read_text()
     links = set(re.findall(r"https://colab\.research\.google\.com/github/[^)\s\"]+", readme))
     if not links:
-        pytest.skip("README has no Colab badges yet: paste `python -m rope_lab.book --badges`")
+        assert REPOSITORY is None, "README has no Colab badges: run python -m rope_lab.book " \
+                                   "--install-cells"
+        pytest.skip("the course names no published repository yet (make set-repository)")
     expected = {colab_url(n.filename) for n in NOTEBOOKS}
     assert not links - expected, f"README Colab links to no notebook: {sorted(links - expected)}"
     present = {colab_url(p.name) for p in course_files()}
@@ -148,7 +156,10 @@ def test_a_widget_whose_state_was_not_saved_becomes_a_note():
 
 # --- links and pages ------------------------------------------------------------------------
 
-def test_links_between_notebooks_point_at_pages_or_the_repository():
+def test_links_between_notebooks_point_at_pages_or_the_repository(monkeypatch):
+    monkeypatch.setattr(book, "REPOSITORY", "https://github.com/teacher/course")
+    monkeypatch.setattr(book, "REF", "v1.0")
+    repository = "https://github.com/teacher/course/blob/v1.0"
     page = ('<a href="03_rope_in_2d.ipynb#the-derivation">x</a>'
             '<a href="./04_rope_in_d_dimensions.ipynb">y</a>'
             '<a href="solutions/03_rope_in_2d_solutions.ipynb">z</a>'
@@ -157,13 +168,17 @@ def test_links_between_notebooks_point_at_pages_or_the_repository():
             '<a href="../rope_lab/decay.py">d</a>')
     out = book.rewrite_links(page, {"03_rope_in_2d.html", "teaching.html"})
     assert 'href="03_rope_in_2d.html#the-derivation"' in out
-    assert f'href="{REPOSITORY}/blob/main/notebooks/04_rope_in_d_dimensions.ipynb"' in out
-    assert (f'href="{REPOSITORY}/blob/main/notebooks/solutions/'
+    assert f'href="{repository}/notebooks/04_rope_in_d_dimensions.ipynb"' in out
+    assert (f'href="{repository}/notebooks/solutions/'
             '03_rope_in_2d_solutions.ipynb"') in out
     assert 'href="https://example.org/a.ipynb"' in out and 'href="#top"' in out
     assert 'href="teaching.html#before-class"' in out
-    assert f'href="{REPOSITORY}/blob/main/README.md"' in out
-    assert f'href="{REPOSITORY}/blob/main/rope_lab/decay.py"' in out
+    assert f'href="{repository}/README.md"' in out
+    assert f'href="{repository}/rope_lab/decay.py"' in out
+    monkeypatch.setattr(book, "REPOSITORY", None)  # unpublished: plain text, no link
+    out = book.rewrite_links(page, {"03_rope_in_2d.html", "teaching.html"})
+    assert '<a title="README.md in the course repository">r</a>' in out
+    assert "github.com" not in out and 'href="03_rope_in_2d.html#the-derivation"' in out
 
 
 def test_navigation_links_previous_next_and_the_map():
@@ -337,45 +352,15 @@ def test_an_image_widget_panel_becomes_its_figure():
 
 def test_readme_binder_badge_uses_the_one_repository():
     readme = (ROOT / "README.md").read_text()
+    if book.binder_url() is None:  # unpublished: no badge pointing anywhere
+        assert "mybinder.org/v2" not in readme and book.BINDER_BADGE not in readme
+        return
     assert f"({book.binder_url()})" in readme
     assert book.BINDER_BADGE in readme
 
 
-def _copy_of_the_repo(tmp_path: Path) -> Path:
-    import shutil
-
-    root = tmp_path / "repo"
-    shutil.copytree(ROOT / "notebooks", root / "notebooks")
-    (root / "rope_lab").mkdir()
-    shutil.copy(ROOT / "rope_lab" / "course.py", root / "rope_lab" / "course.py")
-    shutil.copy(ROOT / "README.md", root / "README.md")
-    return root
-
-
-def test_set_repository_rewrites_every_place_that_names_it(tmp_path):
-    root = _copy_of_the_repo(tmp_path)
-    changed = book.set_repository("https://github.com/teacher/rope-course/", root)
-    assert root / "rope_lab" / "course.py" in changed and root / "README.md" in changed
-    new = "https://github.com/teacher/rope-course"
-    assert f'REPOSITORY = "{new}"' in (root / "rope_lab" / "course.py").read_text()
-    readme = (root / "README.md").read_text()
-    assert REPOSITORY.split("github.com/")[1] not in readme
-    assert "colab.research.google.com/github/teacher/rope-course/blob/main/notebooks/" in readme
-    assert "mybinder.org/v2/gh/teacher/rope-course/main" in readme
-    for path in sorted((root / "notebooks").rglob("*.ipynb")):
-        first = nbformat.read(path, as_version=4).cells[0].source
-        assert f"{new}/archive/refs/heads/main.zip" in first, path.name
-        assert first == COLAB_CELL.replace(REPOSITORY, new)
-
-
-@pytest.mark.parametrize("url", ["github.com/a/b", "https://gitlab.com/a/b",
-                                 "https://github.com/only-owner", "https://github.com/a/b/c"])
-def test_set_repository_refuses_what_is_not_a_github_repository(tmp_path, url):
-    with pytest.raises(ValueError, match=r"url=.*expected https://github\.com/OWNER/NAME"):
-        book.set_repository(url, _copy_of_the_repo(tmp_path))
-
-
 def test_set_repository_command_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(book, "set_repository", lambda url: [ROOT / "README.md"])
-    assert book.main(["--set-repository", "https://github.com/a/b"]) == 0
-    assert "1 file(s) now point at https://github.com/a/b" in capsys.readouterr().out
+    # what set_repository rewrites is tested in test_course.py
+    monkeypatch.setattr(book, "set_repository", lambda url, ref: [ROOT / "README.md"])
+    assert book.main(["--set-repository", "https://github.com/a/b", "--ref", "v1"]) == 0
+    assert "1 file(s) now point at https://github.com/a/b at v1" in capsys.readouterr().out

@@ -6,6 +6,7 @@ import concurrent.futures
 import ctypes
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -349,10 +350,10 @@ def test_library_file_checked_again_before_loading(tmp_path, monkeypatch, proble
         path.write_bytes(b"")
         path.chmod(0o766 if problem == "writable by others" else 0o700)
         expected = "others can write" if problem == "writable by others" else "belongs to user"
-    if problem == "not ours":
-        real_lstat = os.lstat
-        monkeypatch.setattr(os, "lstat", lambda p: os.stat_result(
-            (*real_lstat(p)[:4], os.getuid() + 1, *real_lstat(p)[5:])))
+    if problem == "not ours":  # the open file is checked, not the path
+        real_fstat = os.fstat
+        monkeypatch.setattr(os, "fstat", lambda fd: os.stat_result(
+            (*real_fstat(fd)[:4], os.getuid() + 1, *real_fstat(fd)[5:])))
     loaded = []
     monkeypatch.setattr(ctypes, "CDLL", lambda p: loaded.append(p))
     with pytest.raises(_ckernel._Unavailable, match=expected):
@@ -380,3 +381,205 @@ def test_concurrent_first_use_from_threads(tmp_path, monkeypatch):
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda _: _ckernel.available(), range(8)))
     assert all(results) and len(list(tmp_path.glob("*.so"))) == 1
+
+
+# --- the cache cannot be swapped between the check and the load ------------------------------
+
+PLANTED_C = r"""
+#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void planted(void) {
+    int fd = open(MARKER, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (fd >= 0) { (void)!write(fd, "x", 1); close(fd); }
+}
+"""
+
+SWAPPER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = (os.fsencode(p) for p in sys.argv[1:3])
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+if libc.renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0:
+    sys.exit("renameat2: " + os.strerror(ctypes.get_errno()))
+print("ready", flush=True)
+while True:
+    libc.renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE)
+"""
+
+LOADER = r"""
+import ctypes, os, resource, sys, time
+from rope_lab import _ckernel
+folder, name, how, attempts, marker = sys.argv[1:6]
+# every load keeps its descriptor open (as _open does): room for a few thousand
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+wanted = 8000 if hard == resource.RLIM_INFINITY else min(hard, 8000)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
+enough = min(3000, max(soft, wanted) - 200)
+print("ready", flush=True)
+sys.stdin.readline()
+loaded = refused = 0
+deadline = time.monotonic() + 20  # on a busy machine the swapper may wait for a core
+for i in range(int(attempts)):
+    if how == "safe" and min(loaded, refused) >= enough or time.monotonic() > deadline:
+        break
+    # a new name each time (up to PATH_MAX): dlopen returns a library it loaded under the same
+    # name without opening the file again, which would hide the race
+    path = os.path.join(folder, "./" * (i % 1800), name)
+    try:
+        if how == "safe":
+            _ckernel._open(path)
+        else:  # the loader before: check the path with lstat, then load the path
+            info = os.lstat(path)
+            if info.st_mode & 0o022:
+                raise _ckernel._Unavailable("others can write to it")
+            ctypes.CDLL(path)
+        loaded += 1
+    except (_ckernel._Unavailable, OSError):
+        refused += 1
+    if os.path.exists(marker):
+        break
+print(loaded, refused, flush=True)
+"""
+
+
+def _compile_planted(folder, marker):
+    source = folder / "planted.c"
+    source.write_text(PLANTED_C)
+    compiler = _ckernel._compilers()[0]
+    subprocess.run([*compiler, "-shared", "-fPIC", f'-DMARKER="{marker}"', str(source), "-o",
+                    str(folder / "planted.so")], check=True, capture_output=True, timeout=60)
+    return folder / "planted.so"
+
+
+def _race(tmp_path, how, attempts):
+    """A loader against a swapper that exchanges the cache folder with a planted one; returns
+    (loads, refusals, whether the planted library's constructor ran)."""
+    shared = tmp_path / how / "shared"
+    shared.mkdir(parents=True)
+    shared.chmod(0o777)  # others may write here, and no sticky bit: they can rename the cache
+    cache, evil = shared / "cache", shared / "evil"
+    cache.mkdir(mode=0o700)
+    evil.mkdir(mode=0o700)
+    name = "rope_half-race.so"
+    shutil.copyfile(_ckernel._load()._name, cache / name)
+    (cache / name).chmod(0o700)
+    marker = tmp_path / how / "planted-ran"
+    planted = _compile_planted(tmp_path / how, marker)
+    shutil.copyfile(planted, evil / name)
+    (evil / name).chmod(0o777)  # stands for a file of another user: refused when checked
+    loader = subprocess.Popen([sys.executable, "-c", LOADER, str(cache), name, how,
+                               str(attempts), str(marker)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "ROPE_LAB_C_KERNEL": "0"})
+    swapper = None
+    try:
+        assert loader.stdout.readline() == "ready\n"
+        swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(cache), str(evil)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if swapper.stdout.readline() != "ready\n":
+            pytest.skip(f"cannot exchange folders here: {swapper.communicate()[1].strip()}")
+        loader.stdin.write("go\n")
+        loader.stdin.flush()
+        loads, refusals = map(int, loader.stdout.readline().split())
+    finally:
+        for process in (loader, swapper):
+            if process is not None:
+                process.kill()
+                process.wait()
+    return loads, refusals, marker.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not _ckernel.available(),
+                    reason="renameat2(RENAME_EXCHANGE) is Linux's; needs a built kernel")
+def test_a_cache_folder_swapped_during_loading_never_loads_a_planted_library(tmp_path):
+    """The review's attack: the folder is exchanged with one holding another library while
+    the loader checks and loads. Checked by path and loaded by path, the planted library's
+    constructor runs; opened once, checked and loaded through its descriptor, never."""
+    loads, refusals, planted = _race(tmp_path, "path", 1800)
+    if not planted:
+        pytest.skip(f"the swapper never won against the path loader ({loads} loads, "
+                    f"{refusals} refusals): the race was not exercised on this machine")
+    loads, refusals, planted = _race(tmp_path, "safe", 1_000_000)
+    assert not planted, f"a planted library was loaded ({loads} loads, {refusals} refusals)"
+    assert loads > 0 and refusals > 0  # it met both folders, and loaded only the real one
+
+
+def _fallback_elsewhere(tmp_path, monkeypatch):
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(temporary))
+    return temporary / f"rope_lab-{os.getuid()}"
+
+
+def test_a_cache_folder_under_a_folder_others_can_write_is_refused(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    fallback = _fallback_elsewhere(tmp_path, monkeypatch)
+    monkeypatch.setenv("ROPE_LAB_CACHE_DIR", str(shared / "a" / "cache"))
+    assert _ckernel._cache_folder() == str(fallback)  # refused, so the private fallback
+    with pytest.raises(_ckernel._Unavailable,
+                       match=f"the folder above it, {shared}, has mode 777: others can write"):
+        _ckernel._private_folder(str(shared / "a" / "cache"), exact_mode=False)
+    shared.chmod(0o1777)  # the sticky bit, as /tmp: others cannot rename what is yours
+    assert _ckernel._cache_folder() == str(shared / "a" / "cache")
+
+
+def test_a_symlink_on_the_way_is_checked_where_it_leads(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    (shared / "inner").mkdir(parents=True)
+    shared.chmod(0o777)
+    (tmp_path / "link").symlink_to(shared / "inner")
+    with pytest.raises(_ckernel._Unavailable, match=f"the folder above it, {shared}, has mode"):
+        _ckernel._private_folder(str(tmp_path / "link" / "cache"), exact_mode=False)
+
+
+def test_a_folder_above_owned_by_another_user_is_refused(tmp_path, monkeypatch):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    real_stat = os.stat
+    other = os.getuid() + 1 if os.getuid() else 1000
+
+    def stat_of(path, *args, **kwargs):
+        info = real_stat(path, *args, **kwargs)
+        if str(path) == str(theirs):
+            return os.stat_result((*info[:4], other, *info[5:]))
+        return info
+
+    monkeypatch.setattr(os, "stat", stat_of)
+    with pytest.raises(_ckernel._Unavailable, match=f"{theirs}, belongs to user id {other}"):
+        _ckernel._private_folder(str(theirs / "cache"), exact_mode=False)
+
+
+def test_new_parent_folders_are_not_writable_by_others_whatever_the_umask(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv("ROPE_LAB_CACHE_DIR", str(tmp_path / "x" / "y" / "cache"))
+    previous = os.umask(0)
+    try:
+        assert _ckernel._cache_folder() == str(tmp_path / "x" / "y" / "cache")
+    finally:
+        os.umask(previous)
+    for folder in (tmp_path / "x", tmp_path / "x" / "y"):
+        assert stat.S_IMODE(folder.stat().st_mode) & 0o022 == 0
+
+
+@pytest.mark.skipif(not _ckernel._LOAD_BY_DESCRIPTOR or not _ckernel.available(),
+                    reason="loads through /proc/self/fd on Linux only")
+def test_the_library_is_loaded_through_the_descriptor_that_was_checked(tmp_path, monkeypatch):
+    path = tmp_path / "rope_half-0.so"
+    shutil.copyfile(_ckernel._load()._name, path)
+    path.chmod(0o700)
+    loaded = []
+    real_cdll = ctypes.CDLL
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: loaded.append(name) or real_cdll(name))
+    library = _ckernel._open(str(path))
+    assert loaded == [f"/proc/self/fd/{library._descriptor}"]
+    assert os.path.samestat(os.fstat(library._descriptor), os.stat(path))
+    assert library._name == str(path) and library.rope_has_openmp() in (0, 1)
+
+
+def test_a_fifo_under_the_library_name_is_refused_without_hanging(tmp_path):
+    path = tmp_path / "rope_half-0.so"
+    os.mkfifo(path, 0o600)
+    with pytest.raises(_ckernel._Unavailable, match="not a regular file"):
+        _ckernel._open(str(path))

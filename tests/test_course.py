@@ -1,7 +1,9 @@
 """Course conventions, checked on every notebook that exists (later ones included).
 
-- every notebook, solutions too, starts with exactly ``course.COLAB_CELL``, then a title,
-  then the setup cell;
+- every notebook, solutions too, starts with its title, then exactly ``course.COLAB_CELL``
+  (short: the first screen is the title and what you will learn), then the setup cell;
+- the install cell installs a pinned release of the published course, or nothing at all
+  while the course names no published repository, and the README says the same;
 - every main notebook is listed in ``course.NOTEBOOKS`` and states the same minutes;
 - every main notebook has the required sections, and its exercises have templates and a
   solutions notebook that asserts each checker.
@@ -11,9 +13,10 @@ import json
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
 
-from rope_lab import course
+from rope_lab import book, course
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -51,17 +54,19 @@ def checkers(source: str) -> set[str]:
 
 
 @pytest.mark.parametrize("path", main_notebooks() + solution_notebooks(), ids=_ids)
-def test_starts_with_the_colab_cell_title_and_setup(path):
+def test_starts_with_the_title_then_the_install_cell_and_setup(path):
     first, second, third = cells(path)[:3]
-    assert first["type"] == "code" and first["source"] == course.COLAB_CELL
-    assert second["type"] == "markdown" and second["source"].startswith("# ")
+    assert first["type"] == "markdown" and first["source"].startswith("# ")
+    assert second["type"] == "code" and second["source"] == course.COLAB_CELL, (
+        f"{path.name}: the cell below the title must be exactly rope_lab.course.COLAB_CELL "
+        "(python -m rope_lab.book --install-cells puts it there)")
     assert third["type"] == "code" and "rl.setup_notebook(seed=" in third["source"]
 
 
 @pytest.mark.parametrize("path", main_notebooks(), ids=_ids)
 def test_main_notebook_is_on_the_course_map_with_its_minutes(path):
     assert path.name in MINUTES, f"{path.name} is not listed in rope_lab.course.NOTEBOOKS"
-    title = cells(path)[1]["source"].replace("*", "")  # **bold** or not
+    title = cells(path)[0]["source"].replace("*", "")  # **bold** or not
     assert "What you will learn" in title
     assert f"Time: about {MINUTES[path.name]} minutes" in title
 
@@ -96,3 +101,136 @@ def test_every_solutions_notebook_belongs_to_a_main_notebook(path):
     assert path.stem.endswith("_solutions")
     main = NOTEBOOK_DIR / f"{path.stem.removesuffix('_solutions')}.ipynb"
     assert main.exists(), f"{_ids(path)} has no {_ids(main)}"
+
+
+# --- the install cell: a pinned release of the published course, or nothing ---------------
+
+PUBLISHED = ("https://github.com/teacher/rope-course", "v1.0")
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def run_cell(cell: str, *, colab: bool, monkeypatch) -> list:
+    """Run an install cell as Colab would (google.colab imported) or elsewhere; return the
+    commands it ran."""
+    import subprocess
+    import sys
+
+    ran = []
+    if colab:
+        monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    monkeypatch.setattr(subprocess, "run", lambda command, **kw: ran.append(command) or
+                        subprocess.CompletedProcess(command, 0, "", ""))
+    exec(compile(cell, "install_cell", "exec"), {})
+    return ran
+
+
+def test_unpublished_the_cell_installs_nothing_and_says_what_to_do(monkeypatch):
+    cell = course.install_cell(None, None)
+    assert run_cell(cell, colab=False, monkeypatch=monkeypatch) == []
+    with pytest.raises(SystemExit) as stop:
+        run_cell(cell, colab=True, monkeypatch=monkeypatch)
+    assert "names no published repository, so it installs nothing" in str(stop.value)
+    assert "make lab" in str(stop.value)
+    assert "http" not in cell and "pip" not in cell
+
+
+@pytest.mark.parametrize(("ref", "archive"), [
+    ("v1.0", "https://github.com/teacher/rope-course/archive/refs/tags/v1.0.zip"),
+    (COMMIT, f"https://github.com/teacher/rope-course/archive/{COMMIT}.zip")])
+def test_published_the_cell_installs_the_pinned_release_on_colab_only(ref, archive,
+                                                                      monkeypatch):
+    cell = course.install_cell(PUBLISHED[0], ref)
+    assert run_cell(cell, colab=False, monkeypatch=monkeypatch) == []
+    (command,) = run_cell(cell, colab=True, monkeypatch=monkeypatch)
+    assert command[-1] == f"rope_lab[models] @ {archive}"
+    assert "--no-input" in command and "heads" not in cell
+
+
+@pytest.mark.parametrize("ref", ["main", "master", "HEAD", "", "v1 0", "../x", "v1.lock",
+                                 "-v1", "v1..2", None, 1])
+def test_a_ref_that_does_not_pin_a_release_is_refused(ref):
+    with pytest.raises(ValueError, match="ref="):
+        course.check_ref(ref)
+
+
+@pytest.mark.parametrize("published", [False, True])
+def test_the_install_cell_is_short(published):
+    cell = course.install_cell(*PUBLISHED) if published else course.install_cell(None, None)
+    assert len(cell.splitlines()) <= 13
+    assert max(len(line) for line in cell.splitlines()) <= 100
+
+
+def test_the_readme_block_and_the_links_follow_the_setting():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index(book.BADGES_START) + len(book.BADGES_START) + 1
+    assert readme[start:readme.index(book.BADGES_END)] == book.readme_badges() + "\n"
+    texts = [readme, *(path.read_text(encoding="utf-8")
+                       for path in book.install_cell_notebooks(ROOT))]
+    if not course.published():  # no link may send a reader to an address nobody here owns
+        for text in texts:
+            assert "colab.research.google.com/github/" not in text
+            assert "mybinder.org/v2/gh/" not in text
+            assert "/archive/" not in text
+        assert book.UNPUBLISHED_NOTE in readme
+    else:
+        for notebook in course.NOTEBOOKS:
+            assert course.colab_url(notebook.filename) in readme
+        assert book.binder_url() in readme
+
+
+def _copy_of_the_repo(tmp_path: Path) -> Path:
+    import shutil
+
+    root = tmp_path / "repo"
+    shutil.copytree(NOTEBOOK_DIR, root / "notebooks")
+    shutil.copytree(ROOT / "tests" / "browser", root / "tests" / "browser",
+                    ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    (root / "rope_lab").mkdir()
+    shutil.copy(ROOT / "rope_lab" / "course.py", root / "rope_lab" / "course.py")
+    shutil.copy(ROOT / "README.md", root / "README.md")
+    return root
+
+
+def _settings(root: Path) -> dict:
+    namespace = {}
+    exec(compile((root / "rope_lab" / "course.py").read_text(), "course", "exec"), namespace)
+    return namespace
+
+
+def test_set_repository_pins_every_link_and_install_cell(tmp_path):
+    root = _copy_of_the_repo(tmp_path)
+    for url, ref in (("https://github.com/teacher/rope-course/", "v1.0"),
+                     ("https://github.com/teacher/rope-course", COMMIT)):  # and again
+        changed = book.set_repository(url, ref, root)
+        assert root / "rope_lab" / "course.py" in changed and root / "README.md" in changed
+        settings = _settings(root)
+        assert (settings["REPOSITORY"], settings["REF"]) == (PUBLISHED[0], ref)
+        cell = settings["COLAB_CELL"]
+        assert cell == course.install_cell(PUBLISHED[0], ref)
+        readme = (root / "README.md").read_text()
+        assert readme.count(f"colab.research.google.com/github/teacher/rope-course/blob/{ref}/"
+                            "notebooks/") == len(course.NOTEBOOKS)
+        assert f"mybinder.org/v2/gh/teacher/rope-course/{ref}?" in readme
+        assert book.UNPUBLISHED_NOTE not in readme
+        for path in book.install_cell_notebooks(root):
+            first, second = nbformat.read(path, as_version=4).cells[:2]
+            if "google.colab" in (first.source + second.source):
+                assert first.cell_type == "markdown" and second.source == cell, path.name
+
+
+def test_set_repository_refuses_a_branch_or_a_bad_address(tmp_path):
+    root = _copy_of_the_repo(tmp_path)
+    with pytest.raises(ValueError, match="is a branch, which moves"):
+        book.set_repository("https://github.com/a/b", "main", root)
+    for url in ("github.com/a/b", "https://gitlab.com/a/b", "https://github.com/only-owner",
+                "https://github.com/a/b/c", None):
+        with pytest.raises(ValueError, match=r"url=.*expected https://github\.com/OWNER/NAME"):
+            book.set_repository(url, "v1", root)
+    assert _settings(root)["REPOSITORY"] == course.REPOSITORY  # nothing was rewritten
+
+
+def test_set_repository_command_needs_a_ref(capsys):
+    assert book.main(["--set-repository", "https://github.com/a/b"]) == 2
+    assert "needs --ref" in capsys.readouterr().err

@@ -1,13 +1,22 @@
 """The experiments: the tasks' definitions, smoke runs, resuming, the committed results."""
 
+import contextlib
 import dataclasses
+import hashlib
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from rope_lab.experiments import extrapolation
+from rope_lab.experiments import _files, extrapolation
 from rope_lab.experiments import position_schemes as ps
 
 
@@ -200,10 +209,14 @@ def test_a_subset_run_keeps_the_other_units_and_a_redefined_scheme_is_retrained(
     assert results["schemes"]["rope"]["options"]["base"] == 50.0
 
 
-def test_a_grid_of_another_config_is_not_resumed(tmp_path):
+def test_a_grid_of_another_config_is_not_resumed(tmp_path, capsys):
     _quick(tmp_path, "--schemes", "none", "--seeds", "0")
-    with pytest.raises(ValueError, match="holds results of another config"):
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
         _quick(tmp_path, "--schemes", "none", "--seeds", "0", "--steps", "2")
+    assert stop.value.code == 2
+    error = capsys.readouterr().err
+    assert "grid.json holds results of another config (steps: 3 in the file, 2 here)" in error
 
 
 @pytest.mark.parametrize(("option", "message"), [
@@ -227,8 +240,9 @@ def test_device_cuda_is_refused_without_a_gpu_and_passed_through_with_one(monkey
     assert "torch.cuda.is_available() is False" in capsys.readouterr().err
     seen = {}
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(ps, "run", lambda config, device, **kw: seen.update(device=device, **kw)
-                        or {"units": {}, "provenance": {"wall_seconds": 0, "cpu_seconds": 0}})
+    monkeypatch.setattr(ps, "_prepare", lambda config, device, *args: seen.update(device=device))
+    monkeypatch.setattr(ps, "_train", lambda plan, progress: {
+        "units": {}, "provenance": {"wall_seconds": 0, "cpu_seconds": 0}})
     ps.main(["--quick", "--device", "cuda", "--out", str(tmp_path / "x.json")])
     assert seen["device"] == "cuda"
 
@@ -304,3 +318,466 @@ def test_figures_fit_the_projector(committed):
                  if text.get_visible() and text.get_text().strip()
                  and text.get_fontsize() * 90 / 72 < 14]
         assert not small, small
+
+
+# ---- where results go, and that they survive ------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES_MODULE = ROOT / "rope_lab" / "experiments" / "_files.py"
+COMMITTED = (extrapolation.RESULTS_PATH, ps.RESULTS_PATH)
+
+
+def _digests():
+    return [hashlib.sha256(path.read_bytes()).hexdigest() for path in COMMITTED]
+
+
+def _one_line_error(capsys) -> str:
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "Traceback" not in error, error
+    return error
+
+
+def _no_training(monkeypatch):
+    def trains(*args, **kwargs):
+        raise AssertionError("trained before refusing")
+
+    monkeypatch.setattr(ps, "run_unit", trains)
+    monkeypatch.setattr(ps, "train", trains)
+    monkeypatch.setattr(extrapolation, "train", trains)
+
+
+def test_without_out_results_go_to_the_current_folder(tmp_path, monkeypatch):
+    before = _digests()
+    monkeypatch.chdir(tmp_path)
+    extrapolation.main(["--quick", "--steps", "1", "--no-progress"])
+    ps.main(["--quick", "--steps", "1", "--schemes", "none", "--seeds", "0", "--no-progress"])
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == [
+        "extrapolation_quick.json", "position_schemes_quick.json"]
+    assert _digests() == before
+
+
+@pytest.mark.parametrize("quick", [[], ["--quick"]])
+@pytest.mark.parametrize("module", [extrapolation, ps], ids=["extrapolation", "position_schemes"])
+def test_a_default_inside_the_package_is_refused_before_training(module, quick, monkeypatch,
+                                                                  capsys):
+    """Started from the package's own folder, the default would replace the committed file."""
+    before = _digests()
+    _no_training(monkeypatch)
+    monkeypatch.chdir(module.RESULTS_PATH.parent)
+    with pytest.raises(SystemExit) as stop:
+        module.main([*quick, "--no-progress"])
+    assert stop.value.code == 2
+    assert "lies inside the installed package" in _one_line_error(capsys)
+    assert _digests() == before
+
+
+@pytest.mark.parametrize("module", [extrapolation, ps], ids=["extrapolation", "position_schemes"])
+@pytest.mark.parametrize("where", ["a folder", "a missing folder"])
+def test_out_naming_a_folder_or_a_missing_folder_is_refused_up_front(module, where, tmp_path,
+                                                                     monkeypatch, capsys):
+    _no_training(monkeypatch)
+    out = tmp_path if where == "a folder" else tmp_path / "nowhere" / "results.json"
+    with pytest.raises(SystemExit) as stop:
+        module.main(["--quick", "--no-progress", "--out", str(out)])
+    assert stop.value.code == 2
+    expected = "is a folder" if where == "a folder" else "does not exist"
+    assert f"--out {out}" in (error := _one_line_error(capsys)) and expected in error
+
+
+def test_extrapolation_replaces_a_file_only_when_asked(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "mine.json"
+    out.write_text("precious")
+    _no_training(monkeypatch)
+    with pytest.raises(SystemExit) as stop:
+        extrapolation.main(["--quick", "--no-progress", "--out", str(out)])
+    assert stop.value.code == 2 and "pass --overwrite" in _one_line_error(capsys)
+    assert out.read_text() == "precious"
+    monkeypatch.undo()
+    extrapolation.main(["--quick", "--steps", "1", "--no-progress", "--out", str(out),
+                        "--overwrite"])
+    assert json.loads(out.read_text())["config"]["steps"] == 1
+
+
+def test_a_file_created_while_extrapolation_trained_is_kept(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "r.json"
+    real = extrapolation.run
+
+    def another_run_finishes_first(*args, **kwargs):
+        out.write_text("the other run's results")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(extrapolation, "run", another_run_finishes_first)
+    extrapolation.main(["--quick", "--steps", "1", "--no-progress", "--out", str(out)])
+    assert out.read_text() == "the other run's results"
+    assert json.loads((tmp_path / "r-2.json").read_text())["config"]["steps"] == 1
+    assert "appeared while this run trained" in capsys.readouterr().err
+
+
+WRITER = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("files", sys.argv[1])
+files = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(files)
+path, naive = sys.argv[2], sys.argv[3] == "naive"
+texts = [("[" + ", ".join([str(k)] * 300_000) + "]\\n") for k in (1, 2)]
+print("ready", flush=True)
+while True:
+    for text in texts:
+        if naive:
+            open(path, "w").write(text)
+        else:
+            files.write_atomic(path, text)
+"""
+
+
+def _kill_writers(path, naive, delays):
+    """Start a writer that rewrites ``path`` in a loop, SIGKILL it after each delay, and
+    return what the file held after each kill."""
+    seen = []
+    for delay in delays:
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(FILES_MODULE), str(path),
+                                   "naive" if naive else "atomic"], stdout=subprocess.PIPE)
+        try:
+            assert writer.stdout.readline() == b"ready\n"
+            time.sleep(delay)
+        finally:
+            writer.kill()
+            writer.wait()
+        seen.append(path.read_text())
+    return seen
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_a_writer_killed_at_any_point_leaves_a_whole_file(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text("[0]\n")
+    whole = {"[0]\n", *(("[" + ", ".join([str(k)] * 300_000) + "]\n") for k in (1, 2))}
+    delays = [0.0, 0.001, 0.003, 0.007, *(0.01 + 0.013 * i for i in range(21))]
+    seen = _kill_writers(path, False, delays)
+    assert all(text in whole for text in seen), [len(t) for t in seen if t not in whole]
+    assert len(set(seen)) > 1  # the kills did land at different points of the loop
+    # a kill may leave a hidden temporary beside it, never anything else
+    assert {p.name for p in tmp_path.iterdir()} - {"results.json"} <= {
+        p.name for p in tmp_path.glob(".results.json.*.tmp")}
+    # the same kills against a plain write_text tear the file: the check can fail
+    control = _kill_writers(tmp_path / "naive.json", True, delays[4:12])
+    assert any(text not in whole for text in control)
+
+
+def test_a_failed_replace_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "r.json"
+    path.write_text("old")
+
+    def fails(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fails)
+    with pytest.raises(OSError, match="disk full"):
+        _files.write_atomic(path, "new")
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+GRID_RUN = [sys.executable, "-m", "rope_lab.experiments.position_schemes", "--quick",
+            "--jobs", "1", "--no-progress", "--steps", "2"]
+
+
+def test_two_runs_sharing_one_file_keep_both_runs_units(tmp_path):
+    """Two real processes, half of the schemes each, one --out: all 36 units survive."""
+    out = tmp_path / "shared.json"
+    names = list(ps.SCHEMES)
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "ROPE_LAB_C_KERNEL": "0"}
+    runs = [subprocess.Popen([*GRID_RUN, "--out", str(out), "--schemes", *half],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=environment)
+            for half in (names[::2], names[1::2])]
+    printed = [run.communicate(timeout=600) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], printed
+    units = json.loads(out.read_text())["units"]
+    seeds = ps.QUICK.seeds
+    assert set(units) == {ps.unit_key(s, seed) for s in names for seed in seeds}
+    assert json.loads(out.read_text())["provenance"]["units_done"] == len(names) * len(seeds)
+    # the run that finished last says so
+    assert any(f"{len(names) * len(seeds)} units" in stdout for stdout, _ in printed)
+
+
+def _edit_unit(text, key, edit):
+    results = json.loads(text)
+    edit(results["units"][key])
+    return json.dumps(results)
+
+
+def _grid_file(tmp_path):
+    out, _ = _quick(tmp_path, "--schemes", "none", "rope", "--seeds", "0", "--steps", "1")
+    return out
+
+
+@pytest.mark.parametrize(("damage", "expected"), [
+    (lambda text: text[: len(text) // 2], "is not valid JSON ("),  # (what, at line L, …)
+    (lambda text: "[]", "holds a JSON list; expected an object"),
+    (lambda text: json.dumps({**json.loads(text), "units": None}), "has no 'units' object"),
+    (lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "config"}),
+     "has no 'config' object"),
+    (lambda text: _edit_unit(text, "none|0", lambda unit: unit.pop("cpu_seconds")),
+     "unit 'none|0' has no number 'cpu_seconds'"),
+    (lambda text: _edit_unit(text, "rope|0", lambda unit: unit["copy"].pop("rope+yarn")),
+     "unit 'rope|0' has no copy/rope+yarn results"),
+    (lambda text: _edit_unit(text, "rope|0", lambda unit: unit["retrieval"]["rope"][
+        "accuracy"].pop("8")), "unit 'rope|0' has no retrieval/rope/accuracy for every test"),
+    (lambda text: text.replace('"none|0"', '"none|7"', 1),
+     "its key should be 'none|0'"),
+], ids=["truncated", "a list", "no units", "no config", "a unit without a field",
+        "a unit without a variant", "a unit without a multiple", "a unit under another key"])
+def test_a_damaged_results_file_gets_one_clear_error_before_any_training(
+        damage, expected, tmp_path, monkeypatch, capsys):
+    out = _grid_file(tmp_path)
+    out.write_text(damage(out.read_text()))
+    damaged = out.read_text()
+    capsys.readouterr()
+    _no_training(monkeypatch)
+    with pytest.raises(SystemExit) as stop:
+        _quick(tmp_path, "--schemes", "none", "rope", "alibi", "--seeds", "0", "--steps", "1")
+    assert stop.value.code == 2
+    error = _one_line_error(capsys)
+    assert str(out) in error and expected in error, error
+    assert out.read_text() == damaged  # left as it was, for the user to look at
+    with pytest.raises(_files.ResultsError, match=re.escape(expected)):
+        ps.load_results(out)
+
+
+def test_load_results_names_the_file(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("{")
+    for module in (extrapolation, ps):
+        with pytest.raises(_files.ResultsError, match=re.escape(f"{bad} is not valid JSON")):
+            module.load_results(bad)
+    bad.write_text("{}")
+    with pytest.raises(_files.ResultsError, match=re.escape(f"{bad} has no 'config'")):
+        extrapolation.load_results(bad)
+
+
+def test_a_new_label_keeps_the_units_and_says_so(tmp_path, monkeypatch, capsys):
+    _grid_file(tmp_path)
+    capsys.readouterr()
+    relabelled = {**ps.SCHEMES, "none": ("NoPE, renamed", ps.SCHEMES["none"][1])}
+    monkeypatch.setattr(ps, "SCHEMES", relabelled)
+    _no_training(monkeypatch)
+    _, results = _quick(tmp_path, "--schemes", "none", "rope", "--seeds", "0", "--steps", "1")
+    assert set(results["units"]) == {"none|0", "rope|0"}
+    assert results["schemes"]["none"]["label"] == "NoPE, renamed"
+    assert "scheme 'none' is now labelled 'NoPE, renamed' (was 'no position (NoPE)'); its " \
+           "units are kept" in capsys.readouterr().err
+
+
+def test_a_redefined_scheme_is_retrained_and_says_why(tmp_path, monkeypatch, capsys):
+    _grid_file(tmp_path)
+    capsys.readouterr()
+    redefined = {**ps.SCHEMES, "rope": ("RoPE, base 50", {"position": "rope", "base": 50.0})}
+    monkeypatch.setattr(ps, "SCHEMES", redefined)
+    _quick(tmp_path, "--schemes", "none", "rope", "--seeds", "0", "--steps", "1")
+    error = capsys.readouterr().err
+    assert "scheme 'rope' was redefined" in error and "(rope|0)" in error
+
+
+def _children(pid):
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def _cpu_seconds(pid):
+    with contextlib.suppress(OSError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+def _alive(pid):
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigkill_of_a_parallel_run_ends_its_workers(tmp_path):
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "ROPE_LAB_C_KERNEL": "0"}
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "rope_lab.experiments.position_schemes", "--quick", "--jobs", "2",
+         "--steps", "1000000", "--schemes", "none", "rope", "--seeds", "0", "--no-progress",
+         "--out", str(tmp_path / "grid.json")], env=environment, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    workers = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until both workers train (past their imports)
+            workers = [pid for pid in _children(parent.pid)
+                       if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            if len(workers) == 2 and all(_cpu_seconds(pid) > 3 for pid in workers):
+                break
+            time.sleep(0.2)
+        assert len(workers) == 2, "the run did not start two workers"
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 20
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in workers if _alive(pid)], "workers outlived their parent"
+    finally:
+        parent.kill()
+        for pid in workers:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+# ---- settings that cannot give results: one error naming the field, before training --------
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("n_pairs", 0, "n_pairs must be an integer ≥ 1, got 0"),
+    ("n_pairs", -1, "n_pairs must be an integer ≥ 1, got -1"),
+    ("n_pairs", 9, "n_pairs = 9 must be ≤ n_keys = 8"),
+    ("n_pairs", 5, "n_pairs = 5 must be ≤ train_length / 4 = 4"),
+    ("n_keys", 0, "n_keys must be an integer ≥ 1, got 0"),
+    ("n_values", 0, "n_values must be an integer ≥ 1, got 0"),
+    ("vocab_size", 16, "vocab_size = 16 must exceed n_keys + n_values = 16"),
+    ("vocab_size", 4, "vocab_size = 4 must be ≥ train_length // 2 = 8"),
+    ("train_length", 0, "train_length must be an integer ≥ 1, got 0"),
+    ("train_length", 2, "train_length must be ≥ 4"),
+    ("steps", 0, "steps must be an integer ≥ 1, got 0"),
+    ("steps", 2.5, "steps must be an integer ≥ 1, got 2.5 of type float"),
+    ("batch_size", 1, "batch_size must be an even integer ≥ 2"),
+    ("batch_size", 5, "batch_size must be an even integer ≥ 2"),
+    ("eval_sequences", 0, "eval_sequences must be an integer ≥ 1, got 0"),
+    ("eval_batch", 0, "eval_batch must be an integer ≥ 1, got 0"),
+    ("depth_bins", 0, "depth_bins must be an integer ≥ 1, got 0"),
+    ("position_bins", 0, "position_bins must be an integer ≥ 1, got 0"),
+    ("position_bins", 3, "position_bins = 3 must divide the longest test length"),
+    ("seeds", (), "seeds must hold at least one integer"),
+    ("seeds", (-1,), "seeds[0] must be an integer ≥ 0, got -1"),
+    ("seeds", (0, 0), "seeds must hold distinct integers, got [0, 0]"),
+    ("seeds", 3, "seeds must be a sequence of distinct integers ≥ 0, got 3"),
+    ("multiples", (), "multiples must hold at least one integer"),
+    ("multiples", (0, 1), "multiples[0] must be an integer ≥ 1, got 0"),
+    ("multiples", (1.5,), "multiples[0] must be an integer ≥ 1, got 1.5"),
+    ("dim", 30, "dim = 30 must split into n_heads = 2 heads of even size"),
+    ("dim", "32", "dim must be an integer ≥ 1, got '32' of type str"),
+    ("n_heads", 0, "n_heads must be an integer ≥ 1, got 0"),
+    ("n_layers", True, "n_layers must be an integer ≥ 1, got True of type bool"),
+    ("learning_rate", 0.0, "learning_rate must be a finite number > 0, got 0.0"),
+    ("learning_rate", float("nan"), "learning_rate must be a finite number > 0, got nan"),
+])
+def test_a_nonsense_grid_setting_is_refused_naming_it(field, value, message):
+    with pytest.raises((ValueError, TypeError), match=re.escape(
+            f"position_schemes.Config: {message}")):
+        dataclasses.replace(ps.QUICK, **{field: value})
+
+
+def test_numpy_integers_and_lists_are_accepted():
+    config = dataclasses.replace(ps.QUICK, steps=np.int64(2), seeds=[0, 1])
+    assert config.steps == 2 and type(config.steps) is int and config.seeds == (0, 1)
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"config": dataclasses.replace(ps.QUICK, n_layers=1)},
+     "scheme 'nope-hybrid' cannot be built with this config: nope_layers"),
+    ({"schemes": ["t5"]}, "unknown scheme 't5'"),
+    ({"schemes": "rope"}, "schemes must be a list of scheme names, got 'rope'"),
+    ({"schemes": []}, "schemes must name at least one scheme"),
+    ({"jobs": 0}, "jobs must be an integer ≥ 1, got 0"),
+    ({"device": "tpu"}, "device must be 'cpu' or 'cuda', got 'tpu'"),
+    ({"config": {"steps": 1}}, "config must be a position_schemes.Config, got {'steps': 1}"),
+])
+def test_a_nonsense_run_is_refused_before_training(arguments, message, monkeypatch, tmp_path):
+    _no_training(monkeypatch)
+    arguments = {"config": ps.QUICK, "out": tmp_path / "r.json", **arguments}
+    with pytest.raises((ValueError, TypeError), match=re.escape(message)):
+        ps.run(progress=False, **arguments)
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("train_length", 3, "train_length must be ≥ 4"),
+    ("vocab_size", 7, "vocab_size = 7 must be ≥ train_length // 2 = 8"),
+    ("steps", 0, "steps must be an integer ≥ 1, got 0"),
+    ("seed", -1, "seed must be an integer ≥ 0, got -1"),
+    ("batch_size", 0, "batch_size must be an integer ≥ 1, got 0"),
+    ("eval_batch", 0, "eval_batch must be an integer ≥ 1, got 0"),
+    ("position_bins", 5, "position_bins = 5 must divide the longest test length"),
+    ("multiples", (), "multiples must hold at least one integer"),
+    ("base", -1.0, "base must be a finite number > 0, got -1.0"),
+    ("dim", 18, "dim = 18 must split into n_heads = 2 heads of even size"),
+])
+def test_a_nonsense_extrapolation_setting_is_refused_naming_it(field, value, message):
+    with pytest.raises((ValueError, TypeError), match=re.escape(
+            f"extrapolation.Config: {message}")):
+        dataclasses.replace(extrapolation.QUICK, **{field: value})
+
+
+def test_extrapolation_refuses_a_bad_device_and_config_type(monkeypatch):
+    _no_training(monkeypatch)
+    with pytest.raises(TypeError, match="config must be an extrapolation.Config"):
+        extrapolation.run({"steps": 1}, progress=False)
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda', got 'tpu'"):
+        extrapolation.run(extrapolation.QUICK, "tpu", progress=False)
+
+
+# ---- which code trained a result -----------------------------------------------------------
+
+def test_every_unit_records_the_code_that_trained_it(tmp_path):
+    out = _grid_file(tmp_path)
+    results = json.loads(out.read_text())
+    code = _files.code_version(ps.CODE_ENTRY)
+    assert results["provenance"]["code"] == code
+    for unit in results["units"].values():
+        assert unit["provenance"]["code_version"] == code["sources_sha256"]
+        assert unit["provenance"]["torch"] == torch.__version__
+    assert ps.code_versions(results) == {code["sources_sha256"]: ["none|0", "rope|0"]}
+    del results["units"]["rope|0"]["provenance"]
+    assert ps.code_versions(results) == {code["sources_sha256"]: ["none|0"],
+                                         "not recorded": ["rope|0"]}
+
+
+def test_the_code_version_covers_every_file_training_runs():
+    """Trace one unit's training and evaluation: every package file whose code ran is hashed."""
+    ran = set()
+
+    def profile(frame, event, arg):
+        ran.add(frame.f_code.co_filename)
+
+    config = dataclasses.replace(ps.QUICK, steps=1, eval_sequences=2, eval_batch=2)
+    sys.setprofile(profile)
+    try:
+        for scheme in ("rope", "learned", "alibi", "local-global"):
+            ps.run_unit(scheme, 0, config, "cpu")
+    finally:
+        sys.setprofile(None)
+    package = _files.PACKAGE
+    ran = {Path(f).resolve().relative_to(package).as_posix() for f in ran
+           if Path(f).resolve().is_relative_to(package)}
+    hashed = set(_files.sources(ps.CODE_ENTRY))
+    assert {"models.py", "rope.py", "scaling.py", "experiments/extrapolation.py"} <= ran
+    assert ran - hashed <= _files.NOT_NUMERIC, ran - hashed
+    assert set(_files.sources("experiments/extrapolation.py")) <= hashed
+
+
+def test_the_code_version_changes_with_a_numeric_source_only(tmp_path, monkeypatch):
+    import shutil
+
+    copy_of = tmp_path / "rope_lab"
+    shutil.copytree(_files.PACKAGE, copy_of, ignore=shutil.ignore_patterns("*.json", "data",
+                                                                           "__pycache__"))
+    monkeypatch.setattr(_files, "PACKAGE", copy_of)
+
+    def version():
+        _files._versions.clear()
+        return _files.code_version(ps.CODE_ENTRY)["sources_sha256"]
+
+    first = version()
+    (copy_of / "course.py").write_text("# not a numeric source\n")
+    assert version() == first
+    with (copy_of / "models.py").open("a") as handle:
+        handle.write("\n# an edit\n")
+    assert version() != first
+    _files._versions.clear()

@@ -24,7 +24,7 @@ try:
 except ImportError:  # Python 3.10
     tomllib = pytest.importorskip("tomli")
 
-from rope_lab.course import COLAB_CELL, REPOSITORY
+from rope_lab.course import COLAB_CELL, archive_url, install_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPI = "https://pypi.org/simple"
@@ -131,10 +131,15 @@ def test_pinned_sets_have_wheels_on_every_platform(pypi, tmp_path, platform):
 
 # --- Colab's install cell -------------------------------------------------------------------
 
+# the cell of a published course (the committed one installs nothing until then)
+PINNED = ("https://github.com/teacher/course", "v1.0")
+PINNED_CELL = install_cell(*PINNED)
+
+
 def run_colab_cell(source_url: str, monkeypatch) -> None:
     """Run the install cell as Colab would (google.colab imported), installing from a URL."""
-    cell = COLAB_CELL.replace(f"{REPOSITORY}/archive/refs/heads/main.zip", source_url)
-    assert cell != COLAB_CELL
+    cell = PINNED_CELL.replace(archive_url(*PINNED), source_url)
+    assert cell != PINNED_CELL
     monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
     exec(compile(cell, "colab_cell", "exec"), {})
 
@@ -146,13 +151,14 @@ def test_colab_cell_never_prompts_and_fails_with_one_clear_message(monkeypatch, 
     message = str(stop.value)
     assert message.startswith(f"Could not install rope_lab from {missing}: ")
     assert "internet access" in message and "opens in a browser" in message
-    assert "--no-input" in COLAB_CELL and "stdin=subprocess.DEVNULL" in COLAB_CELL
-    assert "git+" not in COLAB_CELL  # a zip over HTTPS: no git, no credential prompt
+    assert "--no-input" in PINNED_CELL and "stdin=subprocess.DEVNULL" in PINNED_CELL
+    assert "git+" not in PINNED_CELL  # a zip over HTTPS: no git, no credential prompt
 
 
-def test_colab_cell_does_nothing_outside_colab(monkeypatch):
+@pytest.mark.parametrize("cell", [COLAB_CELL, PINNED_CELL], ids=["committed", "pinned"])
+def test_colab_cell_does_nothing_outside_colab(monkeypatch, cell):
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
-    exec(compile(COLAB_CELL, "colab_cell", "exec"), {})
+    exec(compile(cell, "colab_cell", "exec"), {})
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")

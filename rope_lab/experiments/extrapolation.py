@@ -14,13 +14,18 @@ task scores near 0, a guess scores ln(vocab_size).
 Every model trains on length L with the same data and seed; each is then evaluated on
 fresh sequences of length kL for every multiple k, the RoPE model also zero-shot with
 its rotation speeds scaled by each method of :mod:`rope_lab.scaling` (factor k). The
-results JSON (with the command, seed, versions, device and date) is what notebook 06
-plots.
+results JSON (with the command, seed, versions, the code version, device and date) is what
+notebook 06 plots: the copy committed with the package (:data:`RESULTS_PATH`).
+
+Where the command writes: ``--out FILE``, else ``extrapolation_results.json`` (with
+``--quick``: ``extrapolation_quick.json``) in the current folder — never into the package
+unless ``--out`` names a file there. An existing file is replaced only with ``--overwrite``;
+the file is written whole or not at all (:mod:`rope_lab.experiments._files`). Bad settings
+get one line on stderr and exit status 2, before any training.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -32,6 +37,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 — the usual name
 
 from rope_lab import scaling, timing
+from rope_lab.experiments import _checks, _files
 from rope_lab.models import POSITION_ENCODINGS, TinyTransformer
 
 RESULTS_PATH = Path(__file__).with_name("extrapolation_results.json")
@@ -56,6 +62,32 @@ class Config:
     eval_batch: int = 16
     position_bins: int = 32
     seed: int = 0
+
+    def __post_init__(self):
+        """Refuse settings that cannot give results, naming the field (before any training)."""
+        owner = "extrapolation.Config"
+        for name in ("train_length", "vocab_size", "dim", "n_heads", "n_layers", "steps",
+                     "batch_size", "eval_sequences", "eval_batch", "position_bins"):
+            object.__setattr__(self, name, _checks.integer(owner, name, getattr(self, name)))
+        object.__setattr__(self, "seed", _checks.integer(owner, "seed", self.seed, 0))
+        object.__setattr__(self, "multiples", _checks.integers(owner, "multiples",
+                                                               self.multiples, 1))
+        for name in ("base", "learning_rate"):
+            object.__setattr__(self, name, _checks.positive_number(owner, name,
+                                                                   getattr(self, name)))
+        length = self.train_length
+        _checks.require(owner, length >= 4, f"train_length must be ≥ 4 (the repeated block "
+                        f"has 2 … train_length // 2 tokens), got {length}")
+        _checks.require(owner, self.vocab_size >= self.max_period,
+                        f"vocab_size = {self.vocab_size} must be ≥ train_length // 2 = "
+                        f"{self.max_period} (a block holds that many distinct tokens)")
+        _checks.require(owner, self.dim % self.n_heads == 0 and (self.dim // self.n_heads) % 2
+                        == 0, f"dim = {self.dim} must split into n_heads = {self.n_heads} heads "
+                        "of even size (RoPE rotates pairs)")
+        longest = length * max(self.multiples)
+        _checks.require(owner, longest % self.position_bins == 0,
+                        f"position_bins = {self.position_bins} must divide the longest test "
+                        f"length train_length × max(multiples) = {longest}")
 
     @property
     def max_period(self) -> int:
@@ -163,9 +195,17 @@ def _rope_kwargs(variant, head_dim, config, multiple, length, device) -> dict:
 
 def run(config: Config = Config(), device=None, *, progress: bool = True,
         command: str | None = None) -> dict:
-    """Train and evaluate every encoding; return the results dictionary (see module doc)."""
+    """Train and evaluate every encoding; return the results dictionary (see module doc).
+
+    Writes nothing: :func:`main` (the command) writes the JSON.
+    """
     from tqdm.auto import tqdm
 
+    if not isinstance(config, Config):
+        raise TypeError(f"extrapolation.run: config must be an extrapolation.Config, got "
+                        f"{config!r} of type {type(config).__name__}")
+    if device is not None:
+        _checks.device("extrapolation.run", device)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     start = time.perf_counter()
     bar = tqdm(total=config.steps * len(POSITION_ENCODINGS), desc="training",
@@ -202,6 +242,7 @@ def _provenance(config, device, command, seconds) -> dict:
         "seed": config.seed,
         "versions": {"rope_lab": machine["rope_lab"], "torch": machine["torch"],
                      "numpy": numpy.__version__, "python": machine["python"]},
+        "code": _files.code_version("experiments/extrapolation.py"),
         "device": machine["device_name"] if device.type == "cuda" else str(device),
         "torch_threads": machine["torch_threads"],
         "date": machine["measured_at"],
@@ -210,21 +251,38 @@ def _provenance(config, device, command, seconds) -> dict:
 
 
 def load_results(path=RESULTS_PATH) -> dict:
-    """The results JSON (by default the one committed with the package)."""
-    return json.loads(Path(path).read_text())
+    """The results JSON (by default the one committed with the package).
+
+    A file that is not such a JSON gets one :class:`~rope_lab.experiments._files.ResultsError`
+    naming the file and what is missing.
+    """
+    results = _files.read_json(path)
+    missing = [key for key in ("config", "provenance", "loss", "loss_by_position")
+               if not isinstance(results.get(key), dict)]
+    if missing:
+        raise _files.ResultsError(f"{path} has no {', '.join(repr(k) for k in missing)}; "
+                                  "expected the JSON written by "
+                                  "python -m rope_lab.experiments.extrapolation")
+    return results
+
+
+DEFAULT_OUT, QUICK_OUT = Path("extrapolation_results.json"), Path("extrapolation_quick.json")
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m rope_lab.experiments.extrapolation",
-                                     description=__doc__.split("\n\n")[0])
+    parser = _checks.OneLineParser(prog="python -m rope_lab.experiments.extrapolation",
+                                   description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="a tiny model and a few steps (a smoke test, not results)")
     parser.add_argument("--steps", type=int, help="training steps per encoding")
     parser.add_argument("--seed", type=int, help="seed for data and weights")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--out", type=Path,
-                        help=f"where to write the JSON (default: {RESULTS_PATH.name} in the "
-                             "package, or extrapolation_quick.json here with --quick)")
+                        help=f"where to write the JSON (default: {DEFAULT_OUT} in the current "
+                             f"folder, {QUICK_OUT} with --quick; the copy the notebooks plot "
+                             f"is {RESULTS_PATH}, replaced only if --out names it)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the output file if it exists (default: refuse)")
     parser.add_argument("--threads", type=int, default=1,
                         help="CPU threads for torch (default 1: the matrices are so small "
                              "that a second thread costs more in synchronisation than it saves)")
@@ -232,24 +290,58 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error(f"--threads must be ≥ 1, got {args.threads}")
-    torch.set_num_threads(args.threads)
-    config = QUICK if args.quick else Config()
     changes = {key: value for key, value in (("steps", args.steps), ("seed", args.seed))
                if value is not None}
     for key, value in changes.items():
         if value < (1 if key == "steps" else 0):
             parser.error(f"--{key} must be {'≥ 1' if key == 'steps' else '≥ 0'}, got {value}")
-    config = dataclasses.replace(config, **changes)
-    out = args.out or (Path("extrapolation_quick.json") if args.quick else RESULTS_PATH)
+    try:
+        config = dataclasses.replace(QUICK if args.quick else Config(), **changes)
+        if args.device is not None:
+            _checks.device("--device", args.device)
+        if args.out is not None:
+            out = _files.check_output(args.out)
+        else:
+            out = _files.check_output(QUICK_OUT if args.quick else DEFAULT_OUT, default=True)
+    except (ValueError, TypeError) as error:
+        parser.error(str(error))
+    if out.exists() and not args.overwrite:
+        parser.error(f"{out} exists; pass --overwrite to replace it, or --out to write "
+                     "elsewhere")
+    torch.set_num_threads(args.threads)
     given = sys.argv[1:] if argv is None else argv
     command = " ".join(["python -m rope_lab.experiments.extrapolation", *given])
     results = run(config, args.device, progress=not args.no_progress, command=command)
-    out.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {out}")
+    out = _write(out, _json(results), overwrite=args.overwrite)
+    print(f"wrote {out.resolve()}")
     for variant, losses in results["loss"].items():
         row = "  ".join(f"{k}×: {v:6.3f}" for k, v in losses.items())
         print(f"{variant:>14}  {row}")
     return results
+
+
+def _json(results: dict) -> str:
+    return json.dumps(results, indent=1) + "\n"
+
+
+def _write(out: Path, text: str, *, overwrite: bool) -> Path:
+    """Write ``text`` to ``out`` whole; without ``overwrite`` never replace a file, even one
+    that another run created while this one trained (then ``NAME-2.json`` …, said aloud)."""
+    if overwrite:
+        _files.write_atomic(out, text)
+        return out
+    for number in range(1, 1000):
+        target = out if number == 1 else out.with_name(f"{out.stem}-{number}{out.suffix}")
+        try:
+            _files.write_new(target, text)
+        except FileExistsError:
+            continue
+        if target != out:
+            print(f"{out} appeared while this run trained; kept it and wrote {target}",
+                  file=sys.stderr)
+        return target
+    raise _files.ResultsError(f"{out} and 998 numbered siblings exist; pass --overwrite or "
+                              "another --out")
 
 
 if __name__ == "__main__":

@@ -28,14 +28,23 @@ its rows ≥ L zeroed or redrawn.
 
 Results are written after every finished (scheme, seed), so an interrupted run resumes
 where it stopped; the JSON carries the command, seeds, versions, device, date, wall and CPU
-time. Notebook 12 plots it.
+time, and each unit the code version that trained it (:func:`code_versions`). Notebook 12
+plots the copy committed with the package (:data:`RESULTS_PATH`).
+
+Where the command writes: ``--out FILE``, else ``position_schemes_results.json`` (with
+``--quick``: ``position_schemes_quick.json``) in the current folder — never into the package
+unless ``--out`` names a file there. Writes are atomic; runs sharing one file take turns
+and merge their units (:mod:`rope_lab.experiments._files`). Bad settings and damaged files
+get one line on stderr and exit status 2, before any training.
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import copy
 import dataclasses
+import datetime
+import functools
 import json
 import math
 import os
@@ -47,6 +56,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 — the usual name
 
 from rope_lab import scaling, timing
+from rope_lab.experiments import _checks, _files
 from rope_lab.experiments.extrapolation import periodic_batch, token_losses
 from rope_lab.models import TinyTransformer
 
@@ -107,6 +117,46 @@ class Config:
     depth_bins: int = 8
     position_bins: int = 16
     seeds: tuple = (0, 1, 2)
+
+    def __post_init__(self):
+        """Refuse settings that cannot give results, naming the field (before any training).
+
+        What a scheme needs of the model (e.g. two layers for "nope-hybrid") is checked by
+        :func:`check_schemes` when a run starts.
+        """
+        owner = "position_schemes.Config"
+        for name in ("train_length", "vocab_size", "dim", "n_heads", "n_layers", "steps",
+                     "batch_size", "n_pairs", "n_keys", "n_values", "eval_sequences",
+                     "eval_batch", "depth_bins", "position_bins"):
+            object.__setattr__(self, name, _checks.integer(owner, name, getattr(self, name)))
+        object.__setattr__(self, "multiples",
+                           _checks.integers(owner, "multiples", self.multiples, 1))
+        object.__setattr__(self, "seeds", _checks.integers(owner, "seeds", self.seeds, 0))
+        object.__setattr__(self, "learning_rate",
+                           _checks.positive_number(owner, "learning_rate", self.learning_rate))
+        length, n = self.train_length, self.n_pairs
+        require = functools.partial(_checks.require, owner)
+        require(length >= 4, f"train_length must be ≥ 4 (the copy task repeats blocks of 2 … "
+                f"train_length // 2 tokens), got {length}")
+        require(self.vocab_size >= length // 2, f"vocab_size = {self.vocab_size} must be ≥ "
+                f"train_length // 2 = {length // 2} (a copied block holds that many distinct "
+                "tokens)")
+        require(self.batch_size >= 2 and self.batch_size % 2 == 0, f"batch_size must be an "
+                f"even integer ≥ 2 (half of each batch is each task), got {self.batch_size}")
+        require(n <= self.n_keys, f"n_pairs = {n} must be ≤ n_keys = {self.n_keys} (each pair "
+                "has its own key)")
+        require(4 * n <= length, f"n_pairs = {n} must be ≤ train_length / 4 = {length / 4:g} "
+                "(each pair and its question take 4 positions of the shortest input)")
+        filler = self.vocab_size - self.n_keys - self.n_values
+        require(filler >= 1, f"vocab_size = {self.vocab_size} must exceed n_keys + n_values = "
+                f"{self.n_keys + self.n_values} (the rest of the vocabulary is the haystack's "
+                "filler)")
+        require(self.dim % self.n_heads == 0 and (self.dim // self.n_heads) % 2 == 0,
+                f"dim = {self.dim} must split into n_heads = {self.n_heads} heads of even "
+                "size (RoPE rotates pairs)")
+        longest = length * max(self.multiples)
+        require(longest % self.position_bins == 0, f"position_bins = {self.position_bins} must "
+                f"divide the longest test length train_length × max(multiples) = {longest}")
 
 
 QUICK = Config(train_length=16, vocab_size=48, dim=16, n_heads=2, n_layers=2, steps=3,
@@ -290,7 +340,8 @@ def evaluate(model, variant: str, task: str, seed: int, config: Config, device) 
 
 
 def run_unit(scheme: str, seed: int, config: Config, device: str, threads: int = 1) -> dict:
-    """Train one (scheme, seed) and evaluate it on both tasks: the record stored in the JSON."""
+    """Train one (scheme, seed) and evaluate it on both tasks: the record stored in the JSON,
+    with the code version that trained it (:func:`unit_provenance`)."""
     torch.set_num_threads(threads)
     wall, cpu = time.perf_counter(), time.process_time()
     device = torch.device(device)
@@ -299,7 +350,32 @@ def run_unit(scheme: str, seed: int, config: Config, device: str, threads: int =
                       for variant in variants(scheme)} for task in TASKS}
     return {"scheme": scheme, "seed": seed, "train_loss": train_loss, **metrics,
             "wall_seconds": round(time.perf_counter() - wall, 2),
-            "cpu_seconds": round(time.process_time() - cpu, 2)}
+            "cpu_seconds": round(time.process_time() - cpu, 2),
+            "provenance": unit_provenance(device, threads)}
+
+
+CODE_ENTRY = "experiments/position_schemes.py"
+
+
+def unit_provenance(device, threads: int) -> dict:
+    """What trained a unit: the code version (a hash of the package sources that set its
+    numbers, :func:`rope_lab.experiments._files.code_version`), the git commit, torch,
+    device and date."""
+    code = _files.code_version(CODE_ENTRY)
+    return {"code_version": code["sources_sha256"], "rope_lab": code["rope_lab"],
+            "git_commit": code["git_commit"], "git_dirty": code.get("git_dirty"),
+            "torch": torch.__version__, "device": str(device), "torch_threads": threads,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def code_versions(results: dict) -> dict[str, list[str]]:
+    """The units of ``results`` grouped by the code version that trained them; units from
+    before versions were recorded are under "not recorded"."""
+    groups: dict[str, list[str]] = {}
+    for key, unit in results["units"].items():
+        version = (unit.get("provenance") or {}).get("code_version") or "not recorded"
+        groups.setdefault(version, []).append(key)
+    return groups
 
 
 def unit_key(scheme: str, seed: int) -> str:
@@ -317,53 +393,131 @@ def schemes_dict(config: Config) -> dict:
             for name, (label, _) in SCHEMES.items()}
 
 
+def check_schemes(config: Config, schemes=None) -> list[str]:
+    """The schemes to train (default: all), each known and buildable under ``config``."""
+    owner = "position_schemes"
+    if schemes is None:
+        schemes = list(SCHEMES)
+    elif isinstance(schemes, str) or not hasattr(schemes, "__iter__"):
+        raise TypeError(f"{owner}: schemes must be a list of scheme names, got {schemes!r}")
+    schemes = list(schemes)
+    for name in schemes:
+        if name not in SCHEMES:
+            raise ValueError(f"{owner}: unknown scheme {name!r}; expected some of "
+                             f"{', '.join(SCHEMES)}")
+    _checks.require(owner, bool(schemes) and len(set(schemes)) == len(schemes),
+                    f"schemes must name at least one scheme, each once, got {schemes}")
+    for name in schemes:
+        try:
+            with torch.device("meta"):  # checks the options without allocating weights
+                build_model(name, config)
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"{owner}: scheme {name!r} cannot be built with this config: "
+                             f"{error}") from None
+    return schemes
+
+
 def run(config: Config = Config(), device: str = "cpu", *, out: Path | None = None,
         jobs: int = 1, threads: int = 1, schemes=None, progress: bool = True,
-        command: str | None = None) -> dict:
+        command: str | None = None, log=None) -> dict:
     """Train and evaluate every (scheme, seed) not already in ``out``; return the results.
 
-    ``out`` is rewritten after every finished unit, so a killed run loses at most the units
-    in flight; a run with the same config resumes from it. ``jobs`` > 1 trains units in that
-    many processes (CPU only).
+    Every setting, and the file ``out`` if it exists, is checked before any training: a
+    damaged file or one of another config gets one :class:`ResultsError` naming the file
+    and the problem. ``out`` is rewritten (atomically, under a lock, merged with what other
+    runs sharing it wrote meanwhile) after every finished unit, so a killed run loses at
+    most the units in flight and a rerun resumes. A stored unit is reused while its scheme's
+    options are unchanged (a new label is only a new name); ``log`` (default: stderr) hears
+    which stored units are retrained or dropped and why. ``jobs`` > 1 trains units in that
+    many processes (CPU only), which end with this one even if it is killed.
     """
-    from tqdm.auto import tqdm
+    return _train(_prepare(config, device, out, jobs, threads, schemes, command, log),
+                  progress)
 
-    schemes = list(SCHEMES) if schemes is None else list(schemes)
-    results = _load_partial(out, config)
+
+ResultsError = _files.ResultsError
+
+
+@dataclasses.dataclass
+class _Plan:
+    config: Config
+    device: str
+    out: Path | None
+    jobs: int
+    threads: int
+    schemes: list
+    results: dict
+    todo: list
+    resumed: int
+    log: object
+
+
+def _prepare(config, device, out, jobs, threads, schemes, command, log) -> _Plan:
+    """Everything that can be refused, refused before any training."""
+    if not isinstance(config, Config):
+        raise TypeError(f"position_schemes.run: config must be a position_schemes.Config, "
+                        f"got {config!r} of type {type(config).__name__}")
+    device = _checks.device("position_schemes.run", device)
+    jobs = _checks.integer("position_schemes.run", "jobs", jobs)
+    threads = _checks.integer("position_schemes.run", "threads", threads)
+    schemes = check_schemes(config, schemes)
+    if out is not None:
+        out = _files.check_output(out, option="out")
+    if log is None:
+        def log(message):
+            print(message, file=sys.stderr)
+    results = _skeleton(config)
     results["provenance"] = _provenance(device, command, jobs, threads)
+    if out is not None:
+        with _files.locked(out):
+            stored = _read_stored(out, config)
+        if stored is not None:
+            results["units"], notes = _usable_units(stored, config)
+            for note in notes:
+                log(f"{out}: {note}")
     todo = [(scheme, seed) for seed in config.seeds for scheme in schemes
             if unit_key(scheme, seed) not in results["units"]]
     resumed = sum(unit["scheme"] in schemes for unit in results["units"].values())
     results["provenance"]["units_reused"] = len(results["units"])
-    start = time.perf_counter()
-    bar = tqdm(total=len(todo) + resumed, initial=resumed, desc="(scheme, seed)",
+    return _Plan(config, device, out, jobs, threads, schemes, results, todo, resumed, log)
+
+
+def _train(plan: _Plan, progress: bool) -> dict:
+    from tqdm.auto import tqdm
+
+    results, trained = plan.results, {}
+    clock = {"start": time.perf_counter(), "saved": 0.0}
+    bar = tqdm(total=len(plan.todo) + plan.resumed, initial=plan.resumed, desc="(scheme, seed)",
                disable=not progress)
 
     def finish(record):
-        results["units"][unit_key(record["scheme"], record["seed"])] = record
+        trained[unit_key(record["scheme"], record["seed"])] = record
         bar.update(1)
         bar.set_postfix(last=f"{record['scheme']}/{record['seed']}")
-        _save(results, out, time.perf_counter() - start)
+        _save(plan, trained, clock)
 
-    if jobs > 1 and device == "cpu" and len(todo) > 1:
+    if plan.jobs > 1 and plan.device == "cpu" and len(plan.todo) > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(jobs, mp_context=context) as pool:
-            futures = [pool.submit(run_unit, *unit, config, device, threads) for unit in todo]
+        with ProcessPoolExecutor(plan.jobs, mp_context=context,
+                                 initializer=_files.die_with_parent,
+                                 initargs=(os.getpid(),)) as pool:
+            futures = [pool.submit(run_unit, *unit, plan.config, plan.device, plan.threads)
+                       for unit in plan.todo]
             for future in as_completed(futures):
                 finish(future.result())
     else:
-        for unit in todo:
-            finish(run_unit(*unit, config, device, threads))
+        for unit in plan.todo:
+            finish(run_unit(*unit, plan.config, plan.device, plan.threads))
     bar.close()
-    _save(results, out, time.perf_counter() - start)
+    _save(plan, trained, clock)
     return results
 
 
-def _load_partial(out, config) -> dict:
-    fresh = {"tasks": {
+def _skeleton(config) -> dict:
+    return {"tasks": {
         "copy": "periodic copy: x_t = x_{t-P}, P in [2, L/2]; loss on determined tokens",
         "retrieval": "key-value pairs at random depths, each key asked at the end; "
                      "accuracy of the recalled values"},
@@ -371,35 +525,129 @@ def _load_partial(out, config) -> dict:
         "ablations": {name: {"scheme": owner, "what": what}
                       for name, (owner, what) in ABLATIONS.items()},
         "guess_loss": math.log(config.vocab_size), "units": {}}
-    if out is None or not Path(out).exists():
-        return fresh
-    stored = json.loads(Path(out).read_text())
-    if stored.get("config") != fresh["config"]:
-        raise ValueError(
-            f"{out} holds results of another config; expected config "
-            f"{fresh['config']}; delete it or pass another --out to start afresh")
-    # A unit is reused while its scheme is defined as when it was trained: adding a scheme
-    # trains only the new one, redefining one retrains it, --schemes never drops the others.
-    unchanged = {name for name, spec in stored.get("schemes", {}).items()
-                 if fresh["schemes"].get(name) == spec}
-    fresh["units"] = {key: unit for key, unit in stored["units"].items()
-                      if unit["scheme"] in unchanged}
-    fresh["previous_seconds"] = stored["provenance"].get("wall_seconds", 0.0)
-    return fresh
 
 
-def _save(results, out, seconds) -> None:
-    # wall_seconds adds up every run that trained a stored unit (a resumed grid included)
-    provenance = results["provenance"]
-    provenance["wall_seconds"] = round(results.get("previous_seconds", 0.0) + seconds, 1)
-    provenance["cpu_seconds"] = round(sum(u["cpu_seconds"] for u in results["units"].values()),
-                                      1)
-    provenance["units_done"] = len(results["units"])
-    if out is None:
-        return
-    temporary = Path(str(out) + ".tmp")
-    temporary.write_text(json.dumps(results, indent=1) + "\n")
-    os.replace(temporary, out)  # atomic: a kill mid-write leaves the previous file whole
+def _read_stored(out, config) -> dict | None:
+    """The results stored in ``out`` (None if there is no file), checked whole: a damaged
+    file, one of another config, or a unit missing a field gets one ResultsError."""
+    if not Path(out).exists():
+        return None
+    stored = _files.read_json(out)
+    _check_top(out, stored)
+    expected = config_dict(config)
+    if stored["config"] != expected:
+        differ = [f"{k}: {stored['config'].get(k, 'missing')!r} in the file, {v!r} here"
+                  for k, v in expected.items() if stored["config"].get(k, "missing") != v]
+        differ += [f"{k}: not a setting" for k in stored["config"] if k not in expected]
+        raise ResultsError(f"{out} holds results of another config ({'; '.join(differ)}); "
+                           "delete it or pass another --out to start afresh")
+    for name in ("schemes", "provenance"):
+        if not isinstance(stored.get(name, {}), dict):
+            raise ResultsError(f"{out}: {name!r} must be an object, got "
+                               f"{type(stored[name]).__name__}")
+    for key, unit in stored["units"].items():
+        problem = _unit_problem(key, unit, config)
+        if problem:
+            raise ResultsError(f"{out}: unit {key!r} {problem}; delete that unit (or the file) "
+                               "to train it again")
+    return stored
+
+
+def _check_top(path, stored: dict) -> None:
+    for key in ("config", "units"):
+        if not isinstance(stored.get(key), dict):
+            raise ResultsError(f"{path} has no {key!r} object; expected a results file of "
+                               "python -m rope_lab.experiments.position_schemes; fix it or "
+                               "move it away")
+
+
+def _unit_problem(key, unit, config) -> str | None:
+    """What is wrong with a stored unit, or None."""
+    if not isinstance(unit, dict):
+        return f"is a JSON {type(unit).__name__}, not an object"
+    scheme, seed = unit.get("scheme"), unit.get("seed")
+    if not isinstance(scheme, str) or isinstance(seed, bool) or not isinstance(seed, int):
+        return "has no 'scheme' (a name) and 'seed' (an integer)"
+    if key != unit_key(scheme, seed):
+        return f"holds scheme {scheme!r}, seed {seed}: its key should be {unit_key(scheme, seed)!r}"
+    for field in ("train_loss", "wall_seconds", "cpu_seconds"):
+        if isinstance(unit.get(field), bool) or not isinstance(unit.get(field), int | float):
+            return f"has no number {field!r}"
+    multiples = [str(k) for k in config.multiples]
+    for task in TASKS:
+        if not isinstance(unit.get(task), dict):
+            return f"has no {task!r} results"
+        for variant in variants(scheme) if scheme in SCHEMES else unit[task]:
+            metrics = unit[task].get(variant)
+            if not isinstance(metrics, dict):
+                return f"has no {task}/{variant} results"
+            for metric in ("loss", "accuracy", "accuracy_by_depth") if task == "retrieval" \
+                    else ("loss",):
+                values = metrics.get(metric)
+                if not isinstance(values, dict) or sorted(values) != sorted(multiples):
+                    return (f"has no {task}/{variant}/{metric} for every test multiple "
+                            f"({', '.join(multiples)})")
+    if "provenance" in unit and not isinstance(unit["provenance"], dict):
+        return "has a 'provenance' that is not an object"
+    return None
+
+
+def _usable_units(stored: dict, config: Config) -> tuple[dict, list[str]]:
+    """The stored units that can be reused, and what happened to the others (sentences).
+
+    A unit is reused while its scheme exists with the options it was trained with; the
+    label is a name only (a new label keeps the units)."""
+    current = schemes_dict(config)
+    before = stored.get("schemes", {})
+    units, notes, dropped = {}, [], {}
+    for key, unit in stored["units"].items():
+        name = unit["scheme"]
+        if name not in current:
+            dropped.setdefault((name, "is no longer a scheme"), []).append(key)
+        elif name in before and (before[name] or {}).get("options") != current[name]["options"]:
+            dropped.setdefault((name, f"was redefined (options {before[name].get('options')} "
+                                      f"→ {current[name]['options']}); retraining"),
+                               []).append(key)
+        else:
+            units[key] = unit
+    for (name, why), keys in dropped.items():
+        notes.append(f"scheme {name!r} {why}: {len(keys)} stored unit(s) not reused "
+                     f"({', '.join(keys)})")
+    for name, spec in before.items():
+        if name in current and isinstance(spec, dict) and spec.get("label") != \
+                current[name]["label"] and spec.get("options") == current[name]["options"]:
+            notes.append(f"scheme {name!r} is now labelled {current[name]['label']!r} (was "
+                         f"{spec.get('label')!r}); its units are kept")
+    return units, notes
+
+
+def _save(plan: _Plan, trained: dict, clock: dict) -> None:
+    """Merge this run's units into ``plan.out`` (under its lock) and rewrite it atomically.
+
+    Units another run sharing the file finished meanwhile are kept; wall_seconds adds this
+    run's time since its last save to what the file says (every run that trained a stored
+    unit, a resumed grid or a concurrent run included)."""
+    results, config = plan.results, plan.config
+    elapsed = time.perf_counter() - clock["start"]
+    stored_wall = results["provenance"].get("wall_seconds", 0.0)
+    lock = _files.locked(plan.out) if plan.out is not None else contextlib.nullcontext()
+    with lock:
+        units = dict(results["units"])
+        if plan.out is not None:
+            stored = _read_stored(plan.out, config)
+            if stored is not None:
+                units.update(_usable_units(stored, config)[0])
+                stored_wall = stored.get("provenance", {}).get("wall_seconds", 0.0)
+        units.update(trained)
+        order = [unit_key(scheme, seed) for seed in config.seeds for scheme in SCHEMES]
+        results["units"] = {key: units[key] for key in order if key in units}
+        provenance = results["provenance"]
+        provenance["wall_seconds"] = round(stored_wall + elapsed - clock["saved"], 1)
+        provenance["cpu_seconds"] = round(sum(u["cpu_seconds"] for u in units.values()), 1)
+        provenance["units_done"] = len(results["units"])
+        clock["saved"] = elapsed
+        if plan.out is not None:
+            _files.write_atomic(plan.out, json.dumps(results, indent=1) + "\n")
 
 
 def _provenance(device, command, jobs, threads) -> dict:
@@ -410,6 +658,7 @@ def _provenance(device, command, jobs, threads) -> dict:
         "command": command or "python -m rope_lab.experiments.position_schemes",
         "versions": {"rope_lab": machine["rope_lab"], "torch": machine["torch"],
                      "numpy": numpy.__version__, "python": machine["python"]},
+        "code": _files.code_version(CODE_ENTRY),
         "device": machine["device_name"] if device == "cuda" else device,
         "jobs": jobs, "torch_threads": threads, "cpu_count": os.cpu_count(),
         "date": machine["measured_at"],
@@ -417,8 +666,17 @@ def _provenance(device, command, jobs, threads) -> dict:
 
 
 def load_results(path=RESULTS_PATH) -> dict:
-    """The results JSON (by default the one committed with the package)."""
-    return json.loads(Path(path).read_text())
+    """The results JSON (by default the one committed with the package), checked: a damaged
+    file gets one :class:`ResultsError` naming it and the problem."""
+    results = _files.read_json(path)
+    _check_top(path, results)
+    try:
+        stored_config = Config(**{k: tuple(v) if isinstance(v, list) else v
+                                  for k, v in results["config"].items()})
+    except (TypeError, ValueError) as error:
+        raise ResultsError(f"{path}: its config is not a valid setting ({error})") from None
+    _read_stored(path, stored_config)
+    return results
 
 
 def seed_values(results: dict, variant: str, task: str, metric: str, multiple) -> list[float]:
@@ -447,9 +705,13 @@ def _span(values) -> str:
     return f"{min(values):.2f}–{max(values):.2f}"
 
 
+DEFAULT_OUT = Path("position_schemes_results.json")
+QUICK_OUT = Path("position_schemes_quick.json")
+
+
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m rope_lab.experiments.position_schemes",
-                                     description=__doc__.split("\n\n")[0])
+    parser = _checks.OneLineParser(prog="python -m rope_lab.experiments.position_schemes",
+                                   description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="a tiny model and a few steps (a smoke test, not results)")
     parser.add_argument("--steps", type=int, help="training steps per model")
@@ -462,8 +724,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads per process (default 1: the matrices are tiny)")
     parser.add_argument("--out", type=Path,
-                        help=f"the JSON, rewritten after every unit (default: {RESULTS_PATH.name}"
-                             " in the package, or position_schemes_quick.json here with --quick)")
+                        help=f"the JSON, resumed and rewritten after every unit (default: "
+                             f"{DEFAULT_OUT} in the current folder, {QUICK_OUT} with --quick; "
+                             f"the copy notebook 12 plots is {RESULTS_PATH}, written only if "
+                             "--out names it)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     args = parser.parse_args(argv)
     if args.device not in ("cpu", "cuda"):
@@ -478,15 +742,22 @@ def main(argv=None) -> dict:
     if args.seeds is not None and (min(args.seeds) < 0 or len(set(args.seeds)) < len(args.seeds)):
         parser.error(f"--seeds must be distinct integers ≥ 0, got {args.seeds}")
     jobs = args.jobs or (1 if args.quick else 2)
-    config = QUICK if args.quick else Config()
     changes = {"steps": args.steps, "seeds": tuple(args.seeds) if args.seeds else None}
-    config = dataclasses.replace(config, **{k: v for k, v in changes.items() if v is not None})
-    out = args.out or (Path("position_schemes_quick.json") if args.quick else RESULTS_PATH)
     given = sys.argv[1:] if argv is None else argv
     command = " ".join(["python -m rope_lab.experiments.position_schemes", *given])
-    results = run(config, args.device, out=out, jobs=jobs, threads=args.threads,
-                  schemes=args.schemes, progress=not args.no_progress, command=command)
-    print(f"wrote {out}: {len(results['units'])} units, "
+    try:
+        config = dataclasses.replace(QUICK if args.quick else Config(),
+                                     **{k: v for k, v in changes.items() if v is not None})
+        if args.out is not None:
+            out = _files.check_output(args.out)
+        else:
+            out = _files.check_output(QUICK_OUT if args.quick else DEFAULT_OUT, default=True)
+        plan = _prepare(config, args.device, out, jobs, args.threads, args.schemes, command,
+                        None)
+    except (ValueError, TypeError) as error:  # ResultsError included
+        parser.error(str(error))
+    results = _train(plan, not args.no_progress)
+    print(f"wrote {out.resolve()}: {len(results['units'])} units, "
           f"{results['provenance']['wall_seconds']} s wall, "
           f"{results['provenance']['cpu_seconds']} s CPU")
     return results

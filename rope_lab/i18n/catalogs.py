@@ -183,7 +183,8 @@ def new_catalog(template: Catalog, title: str) -> Catalog:
     from rope_lab.course import REPOSITORY
 
     catalog = Catalog(locale=LOCALE, domain=template.domain, project="rope_lab",
-                      version="1", msgid_bugs_address=f"{REPOSITORY}/issues",
+                      version="1",
+                      msgid_bugs_address=f"{REPOSITORY}/issues" if REPOSITORY else None,
                       header_comment=_header(title), fuzzy=False, creation_date=now,
                       revision_date=now, language_team="rope_lab 简体中文",
                       last_translator="rope_lab contributors")
@@ -380,8 +381,8 @@ def index_markdown(built: dict[str, dict], root: Path = ROOT) -> str:
         solutions = f"{stem}_solutions"
         if stem in built:
             title = f"[{_title(built[stem])}]({entry.filename})"
-            colab = colab_url(f"{LOCALE}/{entry.filename}")
-            link = f"[![{words['colab']}]({badge})]({colab})"
+            colab = colab_url(f"{LOCALE}/{entry.filename}")  # None: not published yet
+            link = f"[![{words['colab']}]({badge})]({colab})" if colab else ""
         else:
             title = words["untranslated"].format(title=entry.title, filename=entry.filename)
             link = ""

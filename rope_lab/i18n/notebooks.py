@@ -678,14 +678,14 @@ def _source(cell: dict) -> str:
 
 
 def _is_install_cell(index: int, cell: dict) -> bool:
-    """The first cell of every notebook installs rope_lab on Colab (course.COLAB_CELL).
+    """The cell below every notebook's title installs rope_lab on Colab (course.COLAB_CELL).
 
     It stays English and byte-identical in every edition: `make set-repository` rewrites it
     in every notebook under notebooks/ and a test compares it with COLAB_CELL.
     """
     from rope_lab.course import COLAB_CELL
 
-    return index == 0 and cell["cell_type"] == "code" and _source(cell) == COLAB_CELL
+    return index <= 2 and cell["cell_type"] == "code" and _source(cell) == COLAB_CELL
 
 
 def _cell_slots(notebook: dict, resolver: SignatureResolver | None = None) -> list[
