@@ -49,3 +49,78 @@ int rope_has_openmp(void)
 
 ROPE_HALF(rope_half_float32, float)
 ROPE_HALF(rope_half_float64, double)
+
+/* A decode step (a handful of positions, a tensor of a few thousand numbers) in one call:
+ * cos and sin of m·θ_i for every given position, then the rotation. At that size the calls
+ * around the work cost more than the work, so a table built with PyTorch (nine small
+ * kernels) and a second call would triple the time.
+ *
+ * The angles follow rope_lab.rope.apply_rope's rule. float32: θ_i float32 and m exact;
+ * below 2^24 the angle is the float32 product (float)m·θ_i, rounded once, as transformers
+ * computes it; at or beyond 2^24 it is the product formed in double, whose cos and sin are
+ * taken in double (libm reduces any angle exactly) and rounded to float. float64: the double
+ * product. positions: contiguous int64, n_positions of them; ps0..ps2 are their (broadcast)
+ * strides over the rows, so row (i0, i1, i2) uses position i0·ps0 + i1·ps1 + i2·ps2.
+ * n_positions · half must not exceed ROPE_POSITIONS_MAX (the caller checks). One thread.
+ */
+#include <math.h>
+
+#define ROPE_POSITIONS_MAX 512
+
+static void angles_float32(int64_t m, const float *theta, int64_t half, float *c, float *s)
+{
+    if (m > -16777216 && m < 16777216) {
+        float mf = (float)m;
+        for (int64_t i = 0; i < half; i++) {
+            float a = mf * theta[i];
+            c[i] = cosf(a);
+            s[i] = sinf(a);
+        }
+    } else {
+        double md = (double)m;
+        for (int64_t i = 0; i < half; i++) {
+            double a = md * (double)theta[i];
+            c[i] = (float)cos(a);
+            s[i] = (float)sin(a);
+        }
+    }
+}
+
+static void angles_float64(int64_t m, const double *theta, int64_t half, double *c, double *s)
+{
+    double md = (double)m;
+    for (int64_t i = 0; i < half; i++) {
+        double a = md * theta[i];
+        c[i] = cos(a);
+        s[i] = sin(a);
+    }
+}
+
+#define ROPE_HALF_POSITIONS(NAME, T, ANGLES)                                                \
+    void NAME(const T *x, int64_t xs0, int64_t xs1, int64_t xs2,                            \
+              const int64_t *positions, int64_t n_positions,                                \
+              int64_t ps0, int64_t ps1, int64_t ps2, const T *theta,                        \
+              T *out, int64_t os0, int64_t os1, int64_t os2,                                \
+              int64_t n0, int64_t n1, int64_t n2, int64_t half)                             \
+    {                                                                                       \
+        T table[2 * ROPE_POSITIONS_MAX];                                                    \
+        T *cos_table = table, *sin_table = table + n_positions * half;                      \
+        for (int64_t p = 0; p < n_positions; p++)                                           \
+            ANGLES(positions[p], theta, half, cos_table + p * half, sin_table + p * half);  \
+        int64_t rows = n0 * n1 * n2;                                                        \
+        for (int64_t row = 0; row < rows; row++) {                                          \
+            int64_t i2 = row % n2, rest = row / n2, i1 = rest % n1, i0 = rest / n1;         \
+            const T *a = x + i0 * xs0 + i1 * xs1 + i2 * xs2, *b = a + half;                 \
+            int64_t p = i0 * ps0 + i1 * ps1 + i2 * ps2;                                     \
+            const T *c = cos_table + p * half, *s = sin_table + p * half;                   \
+            T *out_a = out + i0 * os0 + i1 * os1 + i2 * os2, *out_b = out_a + half;         \
+            for (int64_t i = 0; i < half; i++) {                                            \
+                T av = a[i], bv = b[i], cv = c[i], sv = s[i];                               \
+                out_a[i] = av * cv - bv * sv;                                               \
+                out_b[i] = bv * cv + av * sv;                                               \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+ROPE_HALF_POSITIONS(rope_half_positions_float32, float, angles_float32)
+ROPE_HALF_POSITIONS(rope_half_positions_float64, double, angles_float64)
