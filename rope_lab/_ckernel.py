@@ -76,7 +76,11 @@ FLAG_SETS = (
 BUILD_SECONDS_LIMIT = 10.0
 # A failed build is remembered on disk for this long: no process tries again before.
 FAILURE_RETRY_SECONDS = 6 * 3600
-_FUNCTIONS = {torch.float32: "rope_half_float32", torch.float64: "rope_half_float64"}
+_FUNCTIONS = {torch.float32: "rope_half_float32", torch.float64: "rope_half_float64",
+              torch.bfloat16: "rope_half_bfloat16"}
+# The dtype of the cos/sin tables (and of the arithmetic) for each dtype of x.
+TABLE_DTYPES = {torch.float32: torch.float32, torch.float64: torch.float64,
+                torch.bfloat16: torch.float32}
 
 _lock = threading.Lock()
 _library = None  # the loaded ctypes library, once built
@@ -125,9 +129,10 @@ def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 out: torch.Tensor, *, required: bool = False) -> bool:
     """out = the half-layout rotation of x, when the kernel applies; False otherwise.
 
-    Applies to CPU tensors of one dtype (float32 or float64) for x, cos, sin and out, with
-    contiguous features and leading dims that fold into three (any memory order of batch,
-    heads and seq does). out may be x itself (each pair is read before it is written). x may
+    Applies to CPU tensors: x and out float32, float64 or bfloat16, cos and sin of the
+    matching table dtype (:data:`TABLE_DTYPES`: float32 for bfloat16 x, computed in float32
+    and rounded once), with contiguous features and leading dims that fold into three (any
+    memory order of batch, heads and seq does). out may be x itself (each pair is read before it is written). x may
     be wider than 2·cos.shape[-1]: only the rotated features are written.
 
     required: raise :class:`BackendUnavailable` saying why, instead of returning False
@@ -155,38 +160,44 @@ _NO_LIBRARY = "no library"
 # tensors below PARALLEL_MIN_ELEMENTS (one thread) whose positions × pairs fit this table.
 POSITIONS_MAX = 512
 _POSITION_FUNCTIONS = {torch.float32: "rope_half_positions_float32",
-                       torch.float64: "rope_half_positions_float64"}
+                       torch.float64: "rope_half_positions_float64",
+                       torch.bfloat16: "rope_half_positions_bfloat16"}
 
 
-def rotate_half_positions(x: torch.Tensor, positions: torch.Tensor, theta: torch.Tensor,
+def rotate_half_positions(x: torch.Tensor, positions, theta: torch.Tensor,
                           out: torch.Tensor) -> bool:
     """out = the half-layout rotation of x by m·θ_i, angles included, in one call, when it
     applies (tiny tensors, int64 positions; see kernels/rope_half.c); False otherwise.
 
-    positions broadcast to x.shape[:-1]; theta ``(r/2,)`` of x's dtype, r = 2·theta.numel()
-    ≤ x.shape[-1] (only those features are written); out has no elements that share memory
-    (apply_rope's fresh output, or an x that apply_rope_ checked).
+    positions: int64, broadcasting to x.shape[:-1], or None for 0 … seq − 1; theta
+    ``(r/2,)`` of x's table dtype, r = 2·theta.numel() ≤ x.shape[-1] (only those features
+    are written); out has no elements that share memory (apply_rope's fresh output, or an x
+    that apply_rope_ checked).
     """
     half = theta.shape[0]
-    if not (_enabled and positions.dtype == torch.int64 and theta.dtype == x.dtype
-            and x.numel() < PARALLEL_MIN_ELEMENTS and positions.numel() * half <= POSITIONS_MAX
-            and positions.is_cpu and theta.is_cpu
-            and theta.stride(-1) == 1
+    count = x.shape[-2] if positions is None else positions.numel()
+    if not (_enabled and x.numel() < PARALLEL_MIN_ELEMENTS and count * half <= POSITIONS_MAX
+            and (positions is None or (positions.dtype == torch.int64 and positions.is_cpu))
+            and theta.is_cpu and theta.stride(-1) == 1
             and _problem(x, theta, theta, out, trusted_out=True) is None):
         return False
     library = _library if _library is not None else _load()
     if library is None:
         return False
-    positions = positions.contiguous()
     batch = x.shape[:-1]
-    dims = _strides.fold(batch, [x.stride()[:-1], out.stride()[:-1],
-                                 _strides.broadcast_strides(positions, batch, trailing=0)])
+    if positions is None:  # position number = index along seq
+        address, position_strides = None, [0] * (len(batch) - 1) + [1]
+    else:
+        positions = positions.contiguous()
+        address = positions.data_ptr()
+        position_strides = _strides.broadcast_strides(positions, batch, trailing=0)
+    dims = _strides.fold(batch, [x.stride()[:-1], out.stride()[:-1], position_strides])
     if dims is None:
         return False
     (n0, n1, n2), (xs, os_, ps) = dims
     _position_function(library, x.dtype)(
-        x.data_ptr(), *xs, positions.data_ptr(), positions.numel(), *ps, theta.data_ptr(),
-        out.data_ptr(), *os_, n0, n1, n2, half)
+        x.data_ptr(), *xs, address, count, *ps, theta.data_ptr(), out.data_ptr(), *os_,
+        n0, n1, n2, half)
     return True
 
 
@@ -230,10 +241,10 @@ def _problem(x, cos, sin, out, *, trusted_out: bool = False) -> str | None:
     elements sharing memory (a fresh tensor, or an x that apply_rope_ checked)."""
     dtype = x.dtype
     if dtype not in _FUNCTIONS:
-        return f"it handles float32 and float64 x; got {dtype}"
-    if not cos.dtype == sin.dtype == out.dtype == dtype:
-        return (f"x, out and cos/sin must share one dtype; got x {dtype}, out {out.dtype}, "
-                f"cos {cos.dtype}")
+        return f"it handles float32, float64 and bfloat16 x; got {dtype}"
+    if not (out.dtype == dtype and cos.dtype == sin.dtype == TABLE_DTYPES[dtype]):
+        return (f"out must have x's dtype and cos/sin {TABLE_DTYPES[dtype]}; got x {dtype}, "
+                f"out {out.dtype}, cos {cos.dtype}")
     for t in (x, cos, out) if cos is sin else (x, cos, sin, out):
         if not t.is_cpu:
             return f"it runs CPU tensors; x is on {x.device}"

@@ -84,7 +84,11 @@ def _cos_sin(angle):
     return cos, sin
 
 
-@triton.jit
+# Sizes and position strides vary from call to call; compiling a variant for each value
+# that happens to be 1 or a multiple of 16 would only add compiles. (x's and out's strides
+# keep Triton's specialization: unit and aligned strides give vector loads.)
+@triton.jit(do_not_specialize=["n_rows", "size_1", "size_2", "n_reuse", "reuse_chunk",
+                               "pos_0", "pos_1", "pos_2"])
 def _rope_positions_kernel(
     x_ptr, out_ptr, pos_ptr, theta_ptr,
     n_rows, size_1, size_2, n_reuse, reuse_chunk,

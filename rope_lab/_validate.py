@@ -269,8 +269,6 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
         )
     if tensor.dtype == torch.bool or tensor.is_complex():
         raise TypeError(f"{name} must be integer or real, got dtype {tensor.dtype}")
-    if not meta_target:
-        check_has_data(tensor, name)
     if tensor.is_floating_point() and tensor.numel() and values_readable(tensor):
         # One reduction (and one device sync) for both checks: max propagates NaN and inf.
         largest = tensor.abs().max().item()

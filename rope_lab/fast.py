@@ -13,10 +13,12 @@ bring it back to about one read and one write:
 1. interleaved layout: the pairs (2i, 2i + 1) sit next to each other, so they *are* complex
    numbers a + ib, and one complex multiply by e^{i m θ_i} = cos + i·sin does the whole
    rotation, reading x once and writing straight into the output (``out=``).
-2. half layout on a CPU: a 30-line C kernel (:mod:`rope_lab._ckernel`), compiled on first
+2. half layout on a CPU: a small C kernel (:mod:`rope_lab._ckernel`), compiled on first
    use when a C compiler is present, rotates each row in one loop, on
-   ``torch.get_num_threads()`` threads. Without a compiler (and for 16-bit dtypes or mixed
-   dtypes) it is three eager kernels instead
+   ``torch.get_num_threads()`` threads (float32, float64, bfloat16). For a decode-sized
+   tensor it also computes the angles and their cos and sin, so the call is one C call (at
+   that size the calls around the work cost more than the work). Without a compiler (and for
+   float16 or mixed dtypes) it is three eager kernels instead
    (out = x·cos, out_a −= b·sin, out_b += a·sin), the first one a plain multiply over whole
    rows, run on one block of rows at a time (1 MiB per block on one thread, 4 MiB on
    several), small enough to stay in the cache, so that main memory sees one read of x and
@@ -158,7 +160,7 @@ def auto_backend(x: torch.Tensor, layout: str) -> str:
         return "triton"
     # The C loop runs one thread below PARALLEL_MIN_ELEMENTS, so there it needs no OpenMP.
     threads = torch.get_num_threads() if x.numel() >= _ckernel.PARALLEL_MIN_ELEMENTS else 1
-    if (layout == "half" and x.device.type == "cpu" and x.dtype == cos_dtype
+    if (layout == "half" and x.device.type == "cpu" and x.dtype in _ckernel.TABLE_DTYPES
             and _ckernel.available() and (threads == 1 or _ckernel._library.has_openmp)):
         return "c"
     if layout == "interleaved" and x.dtype == cos_dtype:
@@ -571,13 +573,13 @@ def _triton_rotate(x, cos, sin, layout, out) -> bool:
 def angles_in_kernel(x, positions, theta, layout, backend) -> bool:
     """True when a kernel should compute the angles itself, with no cos/sin tables: the
     Triton kernel on CUDA (float32 angles); the C loop for a decode-sized CPU tensor (half
-    layout, given positions). Not under torch.compile, nor when θ wants a gradient."""
+    layout). Not under torch.compile, nor when θ wants a gradient."""
     if _is_compiling() or (torch.is_grad_enabled() and theta.requires_grad):
         return False
     if backend == "triton" or (backend == "auto" and x.is_cuda):
         return theta.dtype == torch.float32 and (
             backend == "triton" or (x.numel() > 0 and _auto_triton(x.device) is not None))
-    return (backend in ("auto", "c") and layout == "half" and positions is not None
+    return (backend in ("auto", "c") and layout == "half"
             and x.device.type == "cpu" and x.numel() < _ckernel.PARALLEL_MIN_ELEMENTS
             and not (torch.is_grad_enabled() and x.requires_grad))
 

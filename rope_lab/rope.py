@@ -133,7 +133,7 @@ def _outer_angles(positions: torch.Tensor, inv_freq: torch.Tensor, *,
     return positions.to(dtype)[..., None] * inv_freq.to(dtype)
 
 
-# m·θ_i past FLOAT32_EXACT_LIMIT: formed in float64 and reduced modulo 2π before rounding.
+# m·θ_i past FLOAT32_EXACT_LIMIT: formed in float64 and reduced to [−π, π) before rounding.
 _TWO_PI = 2 * math.pi
 
 
@@ -153,7 +153,8 @@ def _cos_sin_table(positions: torch.Tensor, theta: torch.Tensor,
         angles = product
     else:
         big = (positions.abs() >= _validate.FLOAT32_EXACT_LIMIT)[..., None]
-        angles = torch.where(big, product.remainder(_TWO_PI), product).to(torch.float32)
+        reduced = (product + math.pi).remainder(_TWO_PI) - math.pi  # in [−π, π)
+        angles = torch.where(big, reduced, product).to(torch.float32)
     cos, sin = angles.cos(), angles.sin()
     if cos.dtype != dtype:
         cos, sin = cos.to(dtype), sin.to(dtype)
