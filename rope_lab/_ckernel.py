@@ -132,8 +132,9 @@ def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     Applies to CPU tensors: x and out float32, float64 or bfloat16, cos and sin of the
     matching table dtype (:data:`TABLE_DTYPES`: float32 for bfloat16 x, computed in float32
     and rounded once), with contiguous features and leading dims that fold into three (any
-    memory order of batch, heads and seq does). out may be x itself (each pair is read before it is written). x may
-    be wider than 2·cos.shape[-1]: only the rotated features are written.
+    memory order of batch, heads and seq does). out may be x itself (each pair is read
+    before it is written). x may be wider than 2·cos.shape[-1]: only the rotated features
+    are written.
 
     required: raise :class:`BackendUnavailable` saying why, instead of returning False
     (``apply_rope(..., backend="c")``).

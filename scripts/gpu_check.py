@@ -350,59 +350,61 @@ def speed(record: Record, dry: bool, deadline: float):
             if time.perf_counter() > deadline:
                 record.add("speed", {**row, "skipped": "time budget"})
                 continue
-            us = row["us_per_tensor"] = {}
             try:
-                batch, _, seq, _ = shape
-                q = torch.randn(shape, device=DEVICE, dtype=dtype)
-                k = torch.randn(shape, device=DEVICE, dtype=dtype)
-                start = 4096 if seq == 1 else 0
-                hf_ids = start + torch.arange(seq, device=DEVICE).expand(batch, seq)
-                ids = hf_ids[:, None, :]
-                scratch = q.clone()
-                rows = {
-                    "clone": lambda: q.clone(),
-                    "apply_rope (default)": lambda: rl.apply_rope(q),
-                    "apply_rope + position ids": lambda: rl.apply_rope(q, ids),
-                    "apply_rope_ in place + ids": lambda: rope.apply_rope_(scratch, ids),
-                }
-                for label, function in rows.items():
-                    us[label] = timer(function, dry) * 1e3
-                    record.save()
-                with triton_off(True):
-                    us["without Triton (default)"] = timer(lambda: rl.apply_rope(q), dry) * 1e3
-                    us["without Triton + ids"] = timer(lambda: rl.apply_rope(q, ids), dry) * 1e3
-                try:
-                    rotary, apply_rotary = hf_parts(q)
-                    cos, sin = rotary(q, hf_ids)
-
-                    def hf_step():
-                        c, s = rotary(q, hf_ids)
-                        return apply_rotary(q, k, c, s)
-
-                    us["HF eager (rotary + apply) / 2"] = timer(hf_step, dry) * 1e3 / 2
-                    us["HF apply_rotary_pos_emb only / 2"] = timer(
-                        lambda: apply_rotary(q, k, cos, sin), dry) * 1e3 / 2
-                    if CUDA and time.perf_counter() < deadline:
-                        compiled = torch.compile(hf_step, dynamic=False)
-                        compiled()
-                        us["torch.compile(HF step) / 2"] = timer(compiled, dry) * 1e3 / 2
-                    if liger_rotary_pos_emb is not None and CUDA:
-                        us["Liger (tables given) / 2"] = timer(
-                            lambda: liger_rotary_pos_emb(q, k, cos, sin), dry) * 1e3 / 2
-                except Exception as caught:  # noqa: BLE001
-                    row["hf_exc"] = failure(caught)
-                clone = us["clone"]
-                row["times_clone"] = {label: value / clone for label, value in us.items()}
-                moved = 2 * q.numel() * q.element_size()
-                row["gb_per_s"] = {label: moved / (value * 1e-6) / 1e9
-                                   for label, value in us.items()}
+                speed_row(row, shape, dtype, dry, deadline, liger_rotary_pos_emb, record)
             except Exception as caught:  # noqa: BLE001
                 row["exc"] = failure(caught)
             record.add("speed", row)
-            with contextlib.suppress(Exception):
-                del q, k, scratch
             if CUDA:
                 torch.cuda.empty_cache()
+
+
+def speed_row(row, shape, dtype, dry, deadline, liger_rotary_pos_emb, record):
+    """µs per tensor of every implementation at one shape, into row["us_per_tensor"]."""
+    us = row["us_per_tensor"] = {}
+    batch, _, seq, _ = shape
+    q = torch.randn(shape, device=DEVICE, dtype=dtype)
+    k = torch.randn(shape, device=DEVICE, dtype=dtype)
+    start = 4096 if seq == 1 else 0
+    hf_ids = start + torch.arange(seq, device=DEVICE).expand(batch, seq)
+    ids = hf_ids[:, None, :]
+    scratch = q.clone()
+    rows = {
+        "clone": lambda: q.clone(),
+        "apply_rope (default)": lambda: rl.apply_rope(q),
+        "apply_rope + position ids": lambda: rl.apply_rope(q, ids),
+        "apply_rope_ in place + ids": lambda: rope.apply_rope_(scratch, ids),
+    }
+    for label, function in rows.items():
+        us[label] = timer(function, dry) * 1e3
+        record.save()
+    with triton_off(True):
+        us["without Triton (default)"] = timer(lambda: rl.apply_rope(q), dry) * 1e3
+        us["without Triton + ids"] = timer(lambda: rl.apply_rope(q, ids), dry) * 1e3
+    try:
+        rotary, apply_rotary = hf_parts(q)
+        cos, sin = rotary(q, hf_ids)
+
+        def hf_step():
+            c, s = rotary(q, hf_ids)
+            return apply_rotary(q, k, c, s)
+
+        us["HF eager (rotary + apply) / 2"] = timer(hf_step, dry) * 1e3 / 2
+        us["HF apply_rotary_pos_emb only / 2"] = timer(
+            lambda: apply_rotary(q, k, cos, sin), dry) * 1e3 / 2
+        if CUDA and time.perf_counter() < deadline:
+            compiled = torch.compile(hf_step, dynamic=False)
+            compiled()
+            us["torch.compile(HF step) / 2"] = timer(compiled, dry) * 1e3 / 2
+        if liger_rotary_pos_emb is not None and CUDA:
+            us["Liger (tables given) / 2"] = timer(
+                lambda: liger_rotary_pos_emb(q, k, cos, sin), dry) * 1e3 / 2
+    except Exception as caught:  # noqa: BLE001
+        row["hf_exc"] = failure(caught)
+    clone = us["clone"]
+    row["times_clone"] = {label: value / clone for label, value in us.items()}
+    moved = 2 * q.numel() * q.element_size()
+    row["gb_per_s"] = {label: moved / (value * 1e-6) / 1e9 for label, value in us.items()}
 
 
 def per_call(record: Record, dry: bool):
@@ -411,31 +413,12 @@ def per_call(record: Record, dry: bool):
               "decode (64, 32, 1, 128)": (64, 32, 1, 128) if not dry else (4, 2, 1, 16)}
     for name, shape in shapes.items():
         for dtype in (torch.bfloat16, torch.float32):
-            q = torch.randn(shape, device=DEVICE, dtype=dtype)
-            k = torch.randn(shape, device=DEVICE, dtype=dtype)
-            batch, _, seq, _ = shape
-            hf_ids = 4096 + torch.arange(seq, device=DEVICE).expand(batch, seq)
-            ids = hf_ids[:, None, :]
-            scratch = q.clone()
-            functions = {
-                "apply_rope(q)": lambda: rl.apply_rope(q),
-                "apply_rope(q, ids)": lambda: rl.apply_rope(q, ids),
-                "apply_rope_(q, ids)": lambda: rope.apply_rope_(scratch, ids),
-                "apply_rope(q, ids), no Triton": ("off", lambda: rl.apply_rope(q, ids)),
-            }
             try:
-                rotary, apply_rotary = hf_parts(q)
-
-                def hf_step():
-                    c, s = rotary(q, hf_ids)
-                    return apply_rotary(q, k, c, s)
-
-                functions["HF step (q and k)"] = hf_step
+                functions = per_call_functions(shape, dtype)
             except Exception as caught:  # noqa: BLE001
-                record.data["errors"].append(f"per_call HF: {failure(caught)}")
-            for label, function in functions.items():
-                off = isinstance(function, tuple)
-                function = function[1] if off else function
+                record.data["errors"].append(f"per_call {name}: {failure(caught)}")
+                continue
+            for label, (off, function) in functions.items():
                 row = {"case": name, "dtype": str(dtype).removeprefix("torch."), "call": label}
                 try:
                     with triton_off(off):
@@ -453,6 +436,30 @@ def per_call(record: Record, dry: bool):
                 except Exception as caught:  # noqa: BLE001
                     row["exc"] = failure(caught)
                 record.add("per_call", row)
+
+
+def per_call_functions(shape, dtype) -> dict:
+    """label → (Triton turned off?, the call)."""
+    q = torch.randn(shape, device=DEVICE, dtype=dtype)
+    k = torch.randn(shape, device=DEVICE, dtype=dtype)
+    batch, _, seq, _ = shape
+    hf_ids = 4096 + torch.arange(seq, device=DEVICE).expand(batch, seq)
+    ids = hf_ids[:, None, :]
+    scratch = q.clone()
+    functions = {
+        "apply_rope(q)": (False, lambda: rl.apply_rope(q)),
+        "apply_rope(q, ids)": (False, lambda: rl.apply_rope(q, ids)),
+        "apply_rope_(q, ids)": (False, lambda: rope.apply_rope_(scratch, ids)),
+        "apply_rope(q, ids), no Triton": (True, lambda: rl.apply_rope(q, ids)),
+    }
+    rotary, apply_rotary = hf_parts(q)
+
+    def hf_step():
+        c, s = rotary(q, hf_ids)
+        return apply_rotary(q, k, c, s)
+
+    functions["HF step (q and k)"] = (False, hf_step)
+    return functions
 
 
 def kernels_per_call(function) -> dict:
@@ -543,7 +550,7 @@ def graphs(record: Record):
                 with torch.cuda.graph(graph):
                     out = function(q_static, ids)
                 errors = []
-                for step in range(3):
+                for _ in range(3):
                     new_ids = torch.randint(0, 2**25, id_shape, device=DEVICE)
                     ids.copy_(new_ids)
                     q_static.copy_(q)
@@ -637,7 +644,8 @@ def bf16_rounding(record: Record, dry: bool):
                 return t.float().double()
 
             predictions = {
-                "two roundings (torch)": (r32(r32(a * c) - r32(b * s)), r32(r32(a * s) + r32(b * c))),
+                "two roundings (torch)": (r32(r32(a * c) - r32(b * s)),
+                                          r32(r32(a * s) + r32(b * c))),
                 "fma(a, c, -(b·s))": (r32(a * c - r32(b * s)), r32(a * s + r32(b * c))),
                 "fma(-b, s, a·c)": (r32(r32(a * c) - b * s), r32(r32(a * s) + b * c)),
             }

@@ -401,10 +401,19 @@ class _ValueReads(torch.utils._python_dispatch.TorchDispatchMode):
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("backend", ["auto", "reference", "eager"])
-def test_integer_positions_are_never_read_on_the_host(layout, backend):
+def test_integer_positions_are_never_read_on_the_host(layout, backend, monkeypatch):
     """The ops behind a device sync (a value copied to the host) never run for integer
-    positions, default positions or per-batch ones, even past 2^24; float positions are
-    checked (one read, documented)."""
+    positions, default positions or per-batch ones, even past 2^24, on the code a GPU runs;
+    float positions are checked (one read, documented). On a CPU, where a read costs no
+    sync, the tables may ask once whether a position reaches 2^24 (that shortcut is turned
+    off here, as on a GPU, and checked for equal results below)."""
+    big = torch.arange(5) + 2**24 - 2
+    theta = rl.inv_freq(16)
+    with_shortcut = [rope._cos_sin_table(p, theta) for p in (torch.arange(5), big)]
+    monkeypatch.setattr(rope, "_any_past_float32_limit", lambda positions: True)
+    without = [rope._cos_sin_table(p, theta) for p in (torch.arange(5), big)]
+    for (cos, sin), (cos_, sin_) in zip(with_shortcut, without, strict=True):
+        assert torch.equal(cos, cos_) and torch.equal(sin, sin_)
     x = torch.randn(2, 3, 5, 16)
     calls = [lambda: rl.apply_rope(x, layout=layout, backend=backend),
              lambda: rl.apply_rope(x, torch.arange(5) + 2**24 - 2, layout=layout,
