@@ -528,7 +528,9 @@ class RotaryEmbedding(nn.Module):
     """RoPE as a module: caches cos and sin (float32) and rotates q and k.
 
     ``forward(q, k, positions=None) -> (q, k)`` with q, k of shape ``(..., seq, D)`` and
-    D ≥ dim; features past ``dim`` pass through unrotated (partial rotary).
+    D ≥ dim; features past ``dim`` pass through unrotated (partial rotary). Without
+    positions it slices its cache; with positions it computes as :func:`apply_rope` does
+    (the same numbers, nothing read on the host).
 
     Args:
         dim: number of rotated features (even).
@@ -648,9 +650,15 @@ class RotaryEmbedding(nn.Module):
             positions = _validate.as_positions(positions, device=q.device)
             _validate.check_positions_shape(positions, q.shape[:-1])
             _validate.check_positions_shape(positions, k.shape[:-1])
-        # float64 angles (θ_i too) when asked for by a dtype, as in apply_rope
-        wide = torch.float64 in (q.dtype, k.dtype, getattr(positions, "dtype", None))
-        if positions is None and not wide:
+            # Given positions take apply_rope's path: nothing read on the host (the cache
+            # below would need the largest position to know whether it covers them).
+            self._refresh_if_frequencies_changed(q.device)
+            freqs = self.inv_freq if self.custom_frequencies else None
+            base = DEFAULT_BASE if self.custom_frequencies else self.base
+            return tuple(_apply(t, positions, base, freqs, self.layout, self.dim, "auto", None)
+                         for t in (q, k))
+        wide = torch.float64 in (q.dtype, k.dtype)
+        if not wide:
             # The common call: positions 0 … seq − 1, a slice of the cache, no device sync.
             seq = q.shape[-2]
             self._refresh_if_frequencies_changed(q.device)
@@ -658,7 +666,5 @@ class RotaryEmbedding(nn.Module):
                 self._build_cache(max(seq, self.cos_cached.shape[0]), q.device)
             cos, sin = self.cos_cached[:seq], self.sin_cached[:seq]
             return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)
-        if positions is None:
-            positions = torch.arange(q.shape[-2], device=q.device)
-        cos, sin = self.cos_sin(positions, torch.float64 if wide else torch.float32)
+        cos, sin = self.cos_sin(torch.arange(q.shape[-2], device=q.device), torch.float64)
         return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)

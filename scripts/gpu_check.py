@@ -631,10 +631,14 @@ def bf16_rounding(record: Record, dry: bool):
                 (out != reference32.bfloat16().float()).float().mean())
             entry["float32_kernel_vs_formula_max_abs"] = float(
                 (reference32 - formula32).abs().max())
-            # FMA emulation: a·c − b·s with one rounding of the products' combination
-            cos, sin = rope._cached_cos_sin(x.shape[-2], 64, 1e4, x.device, torch.float32)
+            # FMA emulation: a·c − b·s with one rounding of the products' combination, with
+            # the kernel's own cos and sin: the pair (1, 0) turned by m·θ_i is (cos, sin)
+            # exactly, FMA or not (1·c − 0·s = c)
+            unit = torch.cat((torch.ones(32), torch.zeros(32))).expand(1, 1, x.shape[-2], 64)
+            tables = rl.apply_rope(unit.to(DEVICE).contiguous(), layout="half")
+            entry["tables_from"] = fast.auto_backend(unit.to(DEVICE), "half")
             xf = x.float().cpu().double()
-            c, s = cos.cpu().double(), sin.cpu().double()
+            c, s = tables[..., :32].cpu().double(), tables[..., 32:].cpu().double()
             if layout == "half":
                 a, b = xf[..., :32], xf[..., 32:]
             else:
