@@ -232,10 +232,13 @@ def apply_rope(
               "reference" on other devices, under torch.compile and when gradients must
               flow into ``inv_freq``.
             - "reference": :func:`rotate_reference`, the formula in plain torch ops.
-            - "eager": three torch kernels per cache-sized block of rows (any device).
-            - "c": one C loop compiled on first use (half layout, CPU, float32/float64).
+            - "eager": three torch kernels per cache-sized block of rows on a CPU, four
+              whole-tensor kernels on other devices.
+            - "c": one C loop compiled on first use (half layout, CPU, float32, float64 or
+              bfloat16); a decode-sized x with its angles in one call.
             - "complex": one complex multiply (interleaved layout).
-            - "triton": one Triton kernel (CUDA; CPU tensors under ``TRITON_INTERPRET=1``).
+            - "triton": one Triton kernel, which computes the angles from the positions
+              itself (CUDA; CPU tensors under ``TRITON_INTERPRET=1``).
 
             A backend named here runs or raises ``BackendUnavailable`` saying why; it never
             falls back to another one.
