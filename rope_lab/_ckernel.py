@@ -81,7 +81,11 @@ FLAG_SETS = (
 BUILD_SECONDS_LIMIT = 10.0
 # A failed build is remembered on disk for this long: no process tries again before.
 FAILURE_RETRY_SECONDS = 6 * 3600
-_FUNCTIONS = {torch.float32: "rope_half_float32", torch.float64: "rope_half_float64"}
+_FUNCTIONS = {torch.float32: "rope_half_float32", torch.float64: "rope_half_float64",
+              torch.bfloat16: "rope_half_bfloat16"}
+# The dtype of the cos/sin tables (and of the arithmetic) for each dtype of x.
+TABLE_DTYPES = {torch.float32: torch.float32, torch.float64: torch.float64,
+                torch.bfloat16: torch.float32}
 
 _lock = threading.Lock()
 _library = None  # the loaded ctypes library, once built
@@ -130,13 +134,18 @@ def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 out: torch.Tensor, *, required: bool = False) -> bool:
     """out = the half-layout rotation of x, when the kernel applies; False otherwise.
 
-    Applies to CPU tensors of one dtype (float32 or float64) for x, cos, sin and out, with
-    contiguous features and leading dims that fold into three (any memory order of batch,
-    heads and seq does). out may be x itself (each pair is read before it is written). x may
-    be wider than 2·cos.shape[-1]: only the rotated features are written.
+    Applies to CPU tensors: x and out float32, float64 or bfloat16, cos and sin of the
+    matching table dtype (:data:`TABLE_DTYPES`: float32 for bfloat16 x, computed in float32
+    and rounded once), with contiguous features and leading dims that fold into three (any
+    memory order of batch, heads and seq does). out may be x itself (each pair is read
+    before it is written). x may be wider than 2·cos.shape[-1]: only the rotated features
+    are written.
 
     required: raise :class:`BackendUnavailable` saying why, instead of returning False
     (``apply_rope(..., backend="c")``).
+
+    Kept lean (shape arithmetic, no new tensors): at a decode step (q of 8 × 64 numbers) the
+    checks around the call cost more than the loop itself.
     """
     plan = _plan(x, cos, sin, out, required)
     if isinstance(plan, str):
@@ -145,34 +154,83 @@ def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         if plan == _NO_LIBRARY:
             _warn_once()
         return False
-    library, sizes, strides, threads = plan
-    half = cos.shape[-1]
-    batch = x.shape[:-1]
-    tensors = (x, cos.expand(*batch, half), sin.expand(*batch, half), out)
-    arguments = []
-    for tensor, tensor_strides in zip(tensors, strides, strict=True):
-        arguments += [tensor.data_ptr(), *tensor_strides]
-    getattr(library, _FUNCTIONS[x.dtype])(*arguments, *sizes, half, threads)
+    function, (n0, n1, n2), (xs, cs, ss, os_), threads = plan
+    function(x.data_ptr(), *xs, cos.data_ptr(), *cs, sin.data_ptr(), *ss,
+             out.data_ptr(), *os_, n0, n1, n2, cos.shape[-1], threads)
     return True
 
 
 _NO_LIBRARY = "no library"
 
+# A decode step in one call: angles, cos, sin and rotation (kernels/rope_half.c). Taken for
+# tensors below PARALLEL_MIN_ELEMENTS (one thread) whose positions × pairs fit this table.
+POSITIONS_MAX = 512
+_POSITION_FUNCTIONS = {torch.float32: "rope_half_positions_float32",
+                       torch.float64: "rope_half_positions_float64",
+                       torch.bfloat16: "rope_half_positions_bfloat16"}
+
+
+def rotate_half_positions(x: torch.Tensor, positions, theta: torch.Tensor,
+                          out: torch.Tensor) -> bool:
+    """out = the half-layout rotation of x by m·θ_i, angles included, in one call, when it
+    applies (tiny tensors, int64 positions; see kernels/rope_half.c); False otherwise.
+
+    positions: int64, broadcasting to x.shape[:-1], or None for 0 … seq − 1; theta
+    ``(r/2,)`` of x's table dtype, r = 2·theta.numel() ≤ x.shape[-1] (only those features
+    are written); out has no elements that share memory (apply_rope's fresh output, or an x
+    that apply_rope_ checked).
+    """
+    half = theta.shape[0]
+    count = x.shape[-2] if positions is None else positions.numel()
+    if not (_enabled and x.numel() < PARALLEL_MIN_ELEMENTS and count * half <= POSITIONS_MAX
+            and (positions is None or (positions.dtype == torch.int64 and positions.is_cpu))
+            and theta.is_cpu and theta.stride(-1) == 1
+            and _problem(x, theta, theta, out, trusted_out=True) is None):
+        return False
+    library = _library if _library is not None else _load()
+    if library is None:
+        return False
+    batch = x.shape[:-1]
+    if positions is None:  # position number = index along seq
+        address, position_strides = None, [0] * (len(batch) - 1) + [1]
+    else:
+        positions = positions.contiguous()
+        address = positions.data_ptr()
+        position_strides = _strides.broadcast_strides(positions, batch, trailing=0)
+    dims = _strides.fold(batch, [x.stride()[:-1], out.stride()[:-1], position_strides])
+    if dims is None:
+        return False
+    (n0, n1, n2), (xs, os_, ps) = dims
+    _position_function(library, x.dtype)(
+        x.data_ptr(), *xs, address, count, *ps, theta.data_ptr(), out.data_ptr(), *os_,
+        n0, n1, n2, half)
+    return True
+
+
+def _position_function(library, dtype):
+    """The C function for dtype, its argument types declared on first use."""
+    function = getattr(library, _POSITION_FUNCTIONS[dtype])
+    if function.argtypes is None:
+        function.argtypes = ([ctypes.c_void_p, *[ctypes.c_int64] * 3, ctypes.c_void_p,
+                              *[ctypes.c_int64] * 4, ctypes.c_void_p, ctypes.c_void_p,
+                              *[ctypes.c_int64] * 3, *[ctypes.c_int64] * 4])
+        function.restype = None
+    return function
+
 
 def _plan(x, cos, sin, out, required):
-    """(library, folded sizes, folded strides, threads) for this call, or why not (a str)."""
+    """(C function, folded sizes, folded strides, threads) for this call, or why not (a str)."""
     if not _enabled:
         return "it is turned off for this block (rope_lab._ckernel.disabled())"
     reason = _problem(x, cos, sin, out)
     if reason is not None:
         return reason
-    library = _load()
+    library = _library if _library is not None else _load()
     if library is None:
         return f"{_reason}" if required else _NO_LIBRARY
-    half = cos.shape[-1]
     batch = x.shape[:-1]
-    tensors = (x, cos.expand(*batch, half), sin.expand(*batch, half), out)
-    dims = _strides.fold(batch, [t.stride()[:-1] for t in tensors])
+    dims = _strides.fold(batch, [x.stride()[:-1], _strides.broadcast_strides(cos, batch),
+                                 _strides.broadcast_strides(sin, batch), out.stride()[:-1]])
     if dims is None:
         return (f"x's leading dims {tuple(batch)} with strides {x.stride()[:-1]} do not fold "
                 "into three")
@@ -181,27 +239,30 @@ def _plan(x, cos, sin, out, required):
         # one C thread loses to several eager ones
         return (f"the library was built without OpenMP and torch uses {threads} threads "
                 "(torch.set_num_threads(1) lets it run)")
-    return library, *dims, threads
+    return getattr(library, _FUNCTIONS[x.dtype]), *dims, threads
 
 
-def _problem(x, cos, sin, out) -> str | None:
-    """Why the loop cannot take these tensors, or None."""
-    if x.dtype not in _FUNCTIONS:
-        return f"it handles float32 and float64 x; got {x.dtype}"
-    if not cos.dtype == sin.dtype == out.dtype == x.dtype:
-        return (f"x, out and cos/sin must share one dtype; got x {x.dtype}, out {out.dtype}, "
-                f"cos {cos.dtype}")
-    if any(t.device.type != "cpu" for t in (x, cos, sin, out)):
-        return f"it runs CPU tensors; x is on {x.device}"
-    if any(t.layout != torch.strided or t.is_neg() for t in (x, cos, sin, out)):
-        return "it needs plain strided tensors"
-    if any(t.stride(-1) != 1 and t.shape[-1] != 1 for t in (x, cos, sin, out)):
-        return "it needs unit stride along the features"
-    if x.numel() == 0 or x.dim() < 2:
+def _problem(x, cos, sin, out, *, trusted_out: bool = False) -> str | None:
+    """Why the loop cannot take these tensors, or None. trusted_out: out is known to have no
+    elements sharing memory (a fresh tensor, or an x that apply_rope_ checked)."""
+    dtype = x.dtype
+    if dtype not in _FUNCTIONS:
+        return f"it handles float32, float64 and bfloat16 x; got {dtype}"
+    if not (out.dtype == dtype and cos.dtype == sin.dtype == TABLE_DTYPES[dtype]):
+        return (f"out must have x's dtype and cos/sin {TABLE_DTYPES[dtype]}; got x {dtype}, "
+                f"out {out.dtype}, cos {cos.dtype}")
+    for t in (x, cos, out) if cos is sin else (x, cos, sin, out):
+        if not t.is_cpu:
+            return f"it runs CPU tensors; x is on {x.device}"
+        if t.layout is not torch.strided or t.is_neg():
+            return "it needs plain strided tensors"
+        if t.stride(-1) != 1 and t.shape[-1] != 1:
+            return "it needs unit stride along the features"
+    if x.dim() < 2 or x.numel() == 0:
         return f"it needs a non-empty x with a sequence dim; got shape {tuple(x.shape)}"
     # out with elements sharing memory is left to the eager path (apply_rope_ refuses such an
     # x before it gets here); the loop would rotate shared elements repeatedly
-    if not _validate.non_overlapping(out):
+    if not trusted_out and not _validate.non_overlapping(out):
         return "out has elements that share memory"
     return None
 

@@ -4,7 +4,7 @@ A kernel that loops over (batch, heads, seq) rows needs each tensor's strides ov
 dims. Any number of leading dims reduces to three when neighbours that step like one dim are
 merged, so a kernel with three loop levels serves every shape and memory order that matter
 (contiguous, transposed heads and seq, per-batch position tables broadcast with stride 0).
-Used by the C loop (:mod:`rope_lab._ckernel`) and the Triton kernel.
+Used by the C loop (:mod:`rope_lab._ckernel`) and the Triton kernels.
 """
 
 from __future__ import annotations
@@ -34,3 +34,13 @@ def fold(batch: torch.Size, strides: list) -> tuple | None:
         return None
     pad = 3 - len(sizes)
     return [1] * pad + sizes, [[0] * pad + s for s in folded]
+
+
+def broadcast_strides(tensor: torch.Tensor, batch, *, trailing: int = 1) -> list:
+    """Strides of ``tensor``'s dims but the last ``trailing`` (a table's pairs: 1; positions:
+    0) broadcast to ``batch``: 0 where it repeats (a dim of size 1, or one it lacks). Shape
+    arithmetic only, no new tensor: ``tensor.expand(*batch, n).stride()[:-1]`` for a table
+    known to broadcast."""
+    shape, stride = tensor.shape, tensor.stride()
+    dims = len(shape) - trailing
+    return [0] * (len(batch) - dims) + [0 if shape[k] == 1 else stride[k] for k in range(dims)]

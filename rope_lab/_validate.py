@@ -7,6 +7,7 @@ who passes a bad value reads one sentence and knows what to change.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 
 import torch
@@ -19,9 +20,22 @@ LAYOUTS = ("half", "interleaved")
 # allocator's message. Raise it (rope_lab._validate.MAX_TABLE_BYTES = ...) if you mean it.
 MAX_TABLE_BYTES = 1 << 30
 
-# float32 holds every integer only up to 2^24; past it m and m + 1 can round to one value,
-# and m·θ_i loses whole radians near 2^25. Angles for such positions are computed in float64.
+# float32 holds every integer only up to 2^24; past it m and m + 1 can round to one value.
+# Float positions in a 16/32-bit dtype that reach it are refused (the dtype already lost them);
+# integer positions stay exact at any size (see rope_lab.rope.apply_rope).
 FLOAT32_EXACT_LIMIT = 1 << 24
+
+# torch.compiler.is_compiling appeared in torch 2.3; older versions never report compiling.
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
+
+def values_readable(tensor: torch.Tensor) -> bool:
+    """Whether a check may read ``tensor``'s values now: not while torch.compile traces (a
+    value read breaks the graph), not during CUDA graph capture (a read would synchronize),
+    not for a meta tensor (it has none)."""
+    if _is_compiling() or tensor.is_meta:
+        return False
+    return not (tensor.is_cuda and torch.cuda.is_current_stream_capturing())
 
 
 def check_dim(dim, name: str = "dim") -> int:
@@ -152,6 +166,8 @@ def check_writable_in_place(x: torch.Tensor, function: str, name: str = "x") -> 
             f"{function} rotates {name} in place, but {name} requires grad; "
             f"use apply_rope({name}) instead"
         )
+    if _is_compiling():  # dynamo cannot trace these two checks; it guards x's properties
+        return
     if x.is_inference() and not torch.is_inference_mode_enabled():
         raise ValueError(
             f"{function} rotates {name} in place, but {name} is an inference tensor (made "
@@ -222,10 +238,20 @@ def check_rotary_dim(rotary_dim, dim: int) -> int:
 
 
 def as_positions(positions, *, device=None, name: str = "positions") -> torch.Tensor:
-    """Turn ints, floats, ranges, lists, numpy arrays or tensors into a finite tensor."""
+    """Turn ints, floats, ranges, lists, numpy arrays or tensors into a finite tensor.
+
+    Integer tensors are never read on the host: no device sync, nothing that stops a CUDA
+    graph capture or torch.compile. Float positions are checked for finite values (and, in a
+    16/32-bit dtype, for values below 2^24) with one reduction — a device sync on a GPU —
+    except where values cannot be read (:func:`values_readable`). A ``device="meta"`` target
+    (an x with no values) takes positions from any device and checks only their shape.
+    """
+    meta_target = device is not None and getattr(device, "type", device) == "meta"
     if isinstance(positions, torch.Tensor):
-        check_has_data(positions, name)
-        tensor = positions if device is None else positions.to(device)
+        if not meta_target:
+            check_has_data(positions, name)
+        tensor = positions if device is None or positions.device == device \
+            else positions.to(device)
     elif isinstance(positions, (int, float, range, Sequence)) or hasattr(positions, "__array__"):
         if isinstance(positions, bool):
             raise TypeError(f"{name} must be numbers, got {positions!r}")
@@ -243,8 +269,7 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
         )
     if tensor.dtype == torch.bool or tensor.is_complex():
         raise TypeError(f"{name} must be integer or real, got dtype {tensor.dtype}")
-    check_has_data(tensor, name)
-    if tensor.is_floating_point() and tensor.numel():
+    if tensor.is_floating_point() and tensor.numel() and values_readable(tensor):
         # One reduction (and one device sync) for both checks: max propagates NaN and inf.
         largest = tensor.abs().max().item()
         if not math.isfinite(largest):
@@ -282,11 +307,11 @@ def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size) -> N
             f"{tuple(batch_shape)}: give them {len(batch_shape)} dimensions (for (batch, seq) "
             f"positions and (batch, heads, seq, dim) x use {example}) or shape ({seq},)"
         )
-    try:
-        shape = torch.broadcast_shapes(positions.shape, batch_shape)
-    except RuntimeError:
-        shape = None
-    if shape != batch_shape:
+    # Shape arithmetic by hand (torch.broadcast_shapes costs more than the rotation of a
+    # decode step): every dim of positions, aligned from the right, is 1 or x's.
+    offset = len(batch_shape) - positions.ndim
+    if offset < 0 or any(size not in (1, batch_shape[offset + k])
+                         for k, size in enumerate(positions.shape)):
         raise ValueError(
             f"positions of shape {tuple(positions.shape)} do not broadcast to x.shape[:-1] = "
             f"{tuple(batch_shape)}; expected a shape like ({seq},) or one that "
@@ -307,9 +332,33 @@ def check_inv_freq(inv_freq, expected_len: int) -> torch.Tensor:
             f"inv_freq must be float32 or float64 (16-bit frequencies put whole radians of "
             f"error into m·θ_i at long positions), got dtype {inv_freq.dtype}"
         )
-    if not bool(torch.isfinite(inv_freq).all()):
+    if _needs_finite_check(inv_freq) and not bool(torch.isfinite(inv_freq).all()):
         raise ValueError("inv_freq must all be finite, found a non-finite value")
     return inv_freq
+
+
+# inv_freq tensors already found finite, by id: (weak reference, version). A model passes the
+# same buffer on every call; reading it again each time would cost a device sync on a GPU.
+_finite_frequencies: dict = {}
+
+
+def _needs_finite_check(inv_freq: torch.Tensor) -> bool:
+    """False when the values cannot be read now, or this tensor, unchanged, passed before."""
+    if not values_readable(inv_freq):
+        return False
+    if inv_freq.is_inference():  # no version counter: check every time
+        return True
+    entry = _finite_frequencies.get(id(inv_freq))
+    if entry is not None and entry[0]() is inv_freq and entry[1] == inv_freq._version:
+        return False
+    if len(_finite_frequencies) >= 64:
+        _finite_frequencies.clear()
+    key = id(inv_freq)
+    # Recorded before the check; a failed check raises, and the caller never proceeds.
+    _finite_frequencies[key] = (
+        weakref.ref(inv_freq, lambda _, key=key: _finite_frequencies.pop(key, None)),
+        inv_freq._version)
+    return True
 
 
 def check_angle_dtype(dtype, name: str = "dtype") -> torch.dtype:
@@ -322,17 +371,11 @@ def check_angle_dtype(dtype, name: str = "dtype") -> torch.dtype:
     return dtype
 
 
-def needs_wide_angles(positions: torch.Tensor) -> bool:
-    """True for float64 positions and for integer positions at or beyond 2^24, where float32
-    angles m·θ_i lose whole radians. 16/32-bit float positions that large never get here
-    (:func:`as_positions` refuses them), so only integers cost a reduction."""
-    if positions.is_floating_point() or positions.numel() == 0 or positions.is_meta:
-        return positions.dtype == torch.float64
-    return bool(positions.abs().max() >= FLOAT32_EXACT_LIMIT)
-
-
 def positions_for(x: torch.Tensor, positions) -> torch.Tensor:
-    """``arange(seq)`` when positions is None, else validated positions for x (..., seq, dim)."""
+    """``arange(seq)`` when positions is None, else validated positions for x (..., seq, dim).
+
+    On x's device; for a meta x (a shape with no values) positions from any device are
+    accepted and only their shape is checked."""
     if positions is None:
         return torch.arange(x.shape[-2], device=x.device)
     positions = as_positions(positions, device=x.device)

@@ -1,6 +1,7 @@
 """The benchmark: how fast is RoPE next to a plain copy? (And the CLI for panel redraws.)
 
     python -m rope_lab.bench [--device cpu|cuda] [--dtype float32|bfloat16] [--json PATH]
+    python -m rope_lab.bench decode [--device cpu|cuda] [--json PATH]
     python -m rope_lab.bench widgets [--json PATH]
 
 RoPE reads every element of q (or k) once and writes it once, with about 3 FLOPs per
@@ -15,9 +16,16 @@ timed in the same turn), which cancels the machine's slow drifts, and the verdic
 the quartiles of those ratios so that a reader sees how much one run can swing. On a CPU
 every call starts from fresh memory pages (see :func:`rope_lab.timing.release_free_memory`).
 
-Each path of ``apply_rope`` is timed through its public switch (``backend=...``). The
+Each path of ``apply_rope`` is timed through its public switch (``backend=...``), with and
+without position ids. ``decode`` times what a model pays per call: one decode step (q and k
+of a handful of numbers, position ids given) next to Hugging Face's own path
+(``LlamaRotaryEmbedding.forward`` + ``apply_rotary_pos_emb``, transformers installed), side
+by side in one process, as paired ratios. The main command prints those rows too. The
 harness is :mod:`rope_lab.timing`; bytes and FLOPs are counted in :mod:`rope_lab.cost`;
 ``widgets`` times the panels (:func:`rope_lab.widgets.redraw_times`, imported only then).
+
+A ratio r of times is said both ways round correctly: "2.00 × slower than" for r = 2,
+"2.00 × faster than" for r = 0.5 (:func:`versus`), never "0.5 × faster".
 """
 
 from __future__ import annotations
@@ -42,6 +50,20 @@ from rope_lab.timing import paired_ratios, provenance, quartiles, time_in_turns,
 DEFAULT_SHAPE = (1, 32, 2048, 128)
 # The dense form builds a (dim × dim) matrix per token: timed on this many tokens, scaled up.
 DENSE_TOKENS = 128
+# One decode step of a small model: batch 1, 8 heads for q and for k, one new token, head dim
+# 64, at position DECODE_POSITION.
+DECODE_SHAPE = (1, 8, 1, 64)
+DECODE_POSITION = 37
+
+
+def versus(ratio: float, baseline: str) -> str:
+    """A time ratio (this ÷ baseline) in words that read right: "2.00 × slower than X" for
+    2, "2.00 × faster than X" for 0.5, "as fast as X" within half a percent."""
+    if abs(ratio - 1) < 0.005:
+        return f"as fast as {baseline}"
+    if ratio > 1:
+        return f"{ratio:.2f} × slower than {baseline}"
+    return f"{1 / ratio:.2f} × faster than {baseline}"
 
 
 @dataclass
@@ -80,11 +102,15 @@ def implementations(x: torch.Tensor, layout: str, *, compile_baseline: bool = Fa
     cos, sin = rope._cached_cos_sin(seq, dim, rope.DEFAULT_BASE, x.device, torch.float32)
     hf_cos, hf_sin = hf_tables(seq, dim, device=x.device, dtype=x.dtype)
     scratch, buffer = x.clone(), torch.empty_like(x)
+    # Position ids as a model passes them: one tensor of integers per call (here 0 … seq−1,
+    # so the result equals the default's).
+    ids = torch.arange(seq, device=x.device)
     functions = {
         "clone": lambda: x.clone(),
         # The same bytes without allocating: the floor for a path that reuses its output.
         "copy_ into a buffer": lambda: buffer.copy_(x),
         "apply_rope (default)": lambda: rl.apply_rope(x, layout=layout),
+        "apply_rope + position ids": lambda: rl.apply_rope(x, ids, layout=layout),
         "apply_rope_ (in place)": lambda: rope.apply_rope_(scratch, layout=layout),
         "reference formula (eager)": lambda: rope.rotate_reference(x, cos, sin, layout),
         "HF-style eager rotate_half": lambda: hf_style_rope(x, hf_cos, hf_sin),
@@ -133,8 +159,8 @@ def run_benchmark(
             s = statistics.median(times)
             low, ratio, high = quartiles(paired_ratios(samples, name))
             note = ""
-            if name == "apply_rope (default)":
-                note = _default_path_name(x, layout)
+            if name in ("apply_rope (default)", "apply_rope + position ids"):
+                note = _default_path_name(x, layout, ids=name.endswith("ids"))
             if name in first_calls:
                 note = f"first call (compiling) {first_calls[name]:.1f} s"
             results.append(Result(name, layout, s * 1e3, moved / s / 1e9, ratio, note,
@@ -145,18 +171,20 @@ def run_benchmark(
     return results
 
 
-def _default_path_name(x, layout) -> str:
-    """What backend="auto" ran, in words, with the C loop's build time."""
+def _default_path_name(x, layout, *, ids: bool = False) -> str:
+    """What backend="auto" ran, in words, with the C loop's build time (ids: position ids
+    were given)."""
     backend = fast.auto_backend(x, layout)
     if backend == "c":
         how = _ckernel.status().split("(")[-1].rstrip(")")  # "built in 0.31 s" / "loaded …"
-        return f"backend 'c': C loop, {torch.get_num_threads()} threads ({how})"
-    words = {"triton": "one Triton kernel", "complex": "one complex multiply",
-             "reference": "the reference formula"}
+        tables = ", cos/sin from the ids" if ids else ""
+        return f"backend 'c': C loop, {torch.get_num_threads()} threads{tables} ({how})"
+    words = {"triton": "one Triton kernel" + (", angles from the ids inside" if ids else ""),
+             "complex": "one complex multiply", "reference": "the reference formula"}
     if backend in words:
         return f"backend {backend!r}: {words[backend]}"
     if not fast._blocking_pays(x):
-        return "backend 'eager': three whole-tensor kernels"
+        return "backend 'eager': four whole-tensor kernels"
     return f"backend 'eager': three kernels per {fast._block_bytes() >> 20} MiB block"
 
 
@@ -219,6 +247,89 @@ def _reference(x, layout):
     cos, sin = rope._cached_cos_sin(x.shape[-2], x.shape[-1], rope.DEFAULT_BASE, x.device,
                                     torch.float32)
     return rope.rotate_reference(x, cos, sin, layout)
+
+
+# --- one decode step: what a call costs -------------------------------------------------------
+
+HF_DECODE = "HF: LlamaRotaryEmbedding + apply_rotary_pos_emb"
+
+
+def decode_functions(shape=DECODE_SHAPE, *, device="cpu", dtype=torch.float32,
+                     position: int = DECODE_POSITION, base: float = rope.DEFAULT_BASE) -> dict:
+    """name → zero-argument callable doing one decode step's RoPE, on q and on k.
+
+    ``shape`` (batch, heads, new tokens, head dim) for q and for k. Hugging Face's path is
+    transformers' own code as a Llama layer runs it: ``LlamaRotaryEmbedding.forward`` (cos and
+    sin from the position ids) and ``apply_rotary_pos_emb`` (q and k). Ours: ``apply_rope`` on
+    q and on k with the same ids (as ``(batch, 1, seq)``), in place, and with the default
+    positions 0 … seq − 1. Raises ImportError without transformers.
+    """
+    import transformers
+    from transformers.models.llama import modeling_llama
+
+    from rope_lab.hf import tiny
+
+    batch, heads, seq, dim = shape
+    device = torch.device(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    q, k = (torch.randn(shape, generator=generator, device=device).to(dtype) for _ in range(2))
+    ids = position + torch.arange(seq, device=device).expand(batch, seq)  # HF: (batch, seq)
+    positions = ids[:, None, :]  # ours: (batch, 1, seq), broadcasting over heads
+    config = transformers.LlamaConfig(hidden_size=heads * dim, num_attention_heads=heads,
+                                      num_key_value_heads=heads, head_dim=dim,
+                                      **tiny.rope_config_kwargs(base))
+    # By keyword: 4.45's first positional parameter is the old ``dim``.
+    rotary = modeling_llama.LlamaRotaryEmbedding(config=config).to(device)
+    apply_rotary = modeling_llama.apply_rotary_pos_emb
+    q_scratch, k_scratch = q.clone(), k.clone()
+
+    def hf():
+        cos, sin = rotary(q, ids)
+        return apply_rotary(q, k, cos, sin)
+
+    return {
+        HF_DECODE: hf,
+        "apply_rope(q, ids), apply_rope(k, ids)":
+            lambda: (rl.apply_rope(q, positions), rl.apply_rope(k, positions)),
+        "apply_rope_(q, ids), apply_rope_(k, ids)":
+            lambda: (rope.apply_rope_(q_scratch, positions),
+                     rope.apply_rope_(k_scratch, positions)),
+        "apply_rope(q), apply_rope(k), no ids":
+            lambda: (rl.apply_rope(q), rl.apply_rope(k)),
+    }
+
+
+def decode_benchmark(shape=DECODE_SHAPE, *, device="cpu", dtype=torch.float32,
+                     repeats: int = 25, calls: int = 100, warmup: int = 2) -> dict:
+    """Time one decode step of every row of :func:`decode_functions`, in turns.
+
+    Each turn runs every row ``calls`` times in a loop (a step takes microseconds), so a
+    time is per step; "× HF" is the median of the per-turn ratios to Hugging Face's path,
+    with their quartiles. Returns {"shape", "dtype", "device", "calls", "rows": [...]}."""
+    functions = decode_functions(shape, device=device, dtype=dtype)
+    looped = {name: (lambda function=function: [function() for _ in range(calls)])
+              for name, function in functions.items()}
+    samples = time_in_turns(looped, device=device, warmup=warmup, repeats=repeats)
+    rows = []
+    for name, times in samples.items():
+        low, ratio, high = quartiles(paired_ratios(samples, name, HF_DECODE))
+        rows.append({"name": name, "us_per_step": statistics.median(times) / calls * 1e6,
+                     "times_hf": ratio, "times_hf_quartiles": (low, high)})
+    return {"shape": list(shape), "dtype": str(dtype).removeprefix("torch."),
+            "device": torch.device(device).type, "calls": calls, "repeats": repeats,
+            "rows": rows}
+
+
+def format_decode(report: dict) -> str:
+    """The decode table: µs per step, and each row against Hugging Face's path in words."""
+    lines = [f"one decode step, q and k of shape {tuple(report['shape'])} each, "
+             f"{report['dtype']}, {report['device']} ({report['calls']} steps per turn)",
+             f"{'step':50} {'µs/step':>8} {'× HF':>6}  quartiles   in words"]
+    for row in report["rows"]:
+        low, high = row["times_hf_quartiles"]
+        lines.append(f"{row['name']:50} {row['us_per_step']:8.1f} {row['times_hf']:6.2f}  "
+                     f"{low:.2f}–{high:.2f}   {versus(row['times_hf'], 'HF')}")
+    return "\n".join(lines)
 
 
 # --- counting: bytes, FLOPs, the roofline ----------------------------------------------------
@@ -305,14 +416,19 @@ def format_sweep(rows: list[dict]) -> str:
 
 
 def targets(results: list[Result]) -> dict:
-    """The course's CPU targets per layout: default ≤ 1.3 × clone, ≥ 3 × faster than HF eager."""
+    """The course's CPU targets per layout: default ≤ 1.3 × clone, ≥ 3 × faster than HF eager.
+
+    ``speedup_over_hf_eager`` is HF's time ÷ the default's (above 1: the default is faster);
+    :func:`versus` words it."""
     verdicts = {}
     for layout in sorted({r.layout for r in results}):
         by_name = {r.name: r for r in results if r.layout == layout}
         default = by_name["apply_rope (default)"]
         hf = by_name["HF-style eager rotate_half"]
+        with_ids = by_name.get("apply_rope + position ids")
         verdicts[layout] = {
             "default_times_clone": default.times_clone,
+            "ids_times_clone": None if with_ids is None else with_ids.times_clone,
             "default_times_clone_quartiles": default.times_clone_quartiles,
             "default_times_copy": default.ms / by_name["copy_ into a buffer"].ms,
             "in_place_times_copy": by_name["apply_rope_ (in place)"].ms
@@ -335,7 +451,56 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["widgets"]:
         return _main_widgets(argv[1:])
+    if argv[:1] == ["decode"]:
+        return _main_decode(argv[1:])
     return _main_rope(argv)
+
+
+def _device_and_dtype(parser, args):
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is available here")
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
+    return device, getattr(torch, args.dtype)
+
+
+def _main_decode(argv) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m rope_lab.bench decode",
+        description="Time one decode step's RoPE (q and k, position ids given) next to "
+                    "Hugging Face's LlamaRotaryEmbedding + apply_rotary_pos_emb.")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                        help="default: cuda when available, else cpu")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--shape", type=int, nargs=4, default=DECODE_SHAPE,
+                        metavar=("BATCH", "HEADS", "TOKENS", "DIM"))
+    parser.add_argument("--repeats", type=int, default=25, help="turns (default 25)")
+    parser.add_argument("--calls", type=int, default=200, help="steps per turn (default 200)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    for name in ("repeats", "calls"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    device, dtype = _device_and_dtype(parser, args)
+    try:
+        report = decode_benchmark(tuple(args.shape), device=device, dtype=dtype,
+                                  repeats=args.repeats, calls=args.calls)
+    except ImportError as error:
+        print(f"python -m rope_lab.bench decode compares with transformers, which is not "
+              f"installed here ({error}); pip install 'rope_lab[models]'", file=sys.stderr)
+        return 2
+    info = provenance(device, dtype)
+    print(f"RoPE per call · {info['device_name']} · torch {info['torch']} · "
+          f"{info['torch_threads']} threads")
+    print(format_decode(report))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"provenance": info, "decode": report}, handle, indent=1)
+        print(f"\nwrote {args.json}")
+    return 0
 
 
 def _main_rope(argv) -> int:
@@ -355,15 +520,12 @@ def _main_rope(argv) -> int:
     parser.add_argument("--note", default="", help="a remark stored with --json (conditions)")
     parser.add_argument("--compile", action="store_true",
                         help="also time torch.compile of the HF-style form (default on CUDA)")
+    parser.add_argument("--no-decode", action="store_true",
+                        help="skip the per-call rows (one decode step next to HF's path)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device is available here")
-    dtype = getattr(torch, args.dtype)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    device, dtype = _device_and_dtype(parser, args)
     shape = tuple(args.shape)
     compile_baseline = args.compile or device.type == "cuda"
 
@@ -383,7 +545,8 @@ def _main_rope(argv) -> int:
         print(f"{layout:12} default = {verdict['default_times_clone']:.2f} × clone "
               f"(quartiles {low:.2f}–{high:.2f} over {args.repeats} turns; "
               f"{verdict['fraction_of_copy_bandwidth']:.0%} of copy bandwidth), "
-              f"{verdict['speedup_over_hf_eager']:.1f} × faster than HF-style eager; "
+              f"{versus(1 / verdict['speedup_over_hf_eager'], 'HF-style eager')}; "
+              f"with position ids {verdict['ids_times_clone']:.2f} × clone; "
               f"{verdict['default_times_copy']:.2f} × copy_ into a buffer "
               f"(in place: {verdict['in_place_times_copy']:.2f} ×)")
         if "compiled_reference_times_clone" in verdict:
@@ -392,6 +555,17 @@ def _main_rope(argv) -> int:
             print(f"{'':12} torch.compile(reference) = "
                   f"{verdict['compiled_reference_times_clone']:.2f} × clone; first calls "
                   f"(compiling for this shape): {first_calls}")
+
+    decode = None
+    if not args.no_decode:
+        try:
+            decode = decode_benchmark(DECODE_SHAPE, device=device, dtype=dtype,
+                                      repeats=args.repeats, calls=100)
+        except ImportError as error:
+            print(f"\n(per-call rows skipped: transformers is not installed: {error})")
+        else:
+            print()
+            print(format_decode(decode))
 
     sweeps = {}
     if not args.no_sweeps:
@@ -410,7 +584,7 @@ def _main_rope(argv) -> int:
         payload = {"provenance": {**info, "c_kernel": _ckernel.status()}, "note": args.note,
                    "shape": list(shape),
                    "results": [asdict(r) for r in results], "targets": verdicts,
-                   "sweeps": sweeps}
+                   "sweeps": sweeps, "decode": decode}
         with open(args.json, "w") as handle:
             json.dump(payload, handle, indent=1)
         print(f"\nwrote {args.json}")

@@ -13,20 +13,27 @@ bring it back to about one read and one write:
 1. interleaved layout: the pairs (2i, 2i + 1) sit next to each other, so they *are* complex
    numbers a + ib, and one complex multiply by e^{i m θ_i} = cos + i·sin does the whole
    rotation, reading x once and writing straight into the output (``out=``).
-2. half layout on a CPU: a 30-line C kernel (:mod:`rope_lab._ckernel`), compiled on first
+2. half layout on a CPU: a small C kernel (:mod:`rope_lab._ckernel`), compiled on first
    use when a C compiler is present, rotates each row in one loop, on
-   ``torch.get_num_threads()`` threads. Without a compiler (and for 16-bit dtypes or mixed
-   dtypes) it is three eager kernels instead
+   ``torch.get_num_threads()`` threads (float32, float64, bfloat16). For a decode-sized
+   tensor it also computes the angles and their cos and sin, so the call is one C call (at
+   that size the calls around the work cost more than the work). Without a compiler (and for
+   float16 or mixed dtypes) it is three eager kernels instead
    (out = x·cos, out_a −= b·sin, out_b += a·sin), the first one a plain multiply over whole
    rows, run on one block of rows at a time (1 MiB per block on one thread, 4 MiB on
    several), small enough to stay in the cache, so that main memory sees one read of x and
    one write of out; the passes over the cache still cost time (the benchmark's "eager
    blocks" row).
 3. CUDA: one Triton kernel (:mod:`rope_lab._triton_rope`) loads a block of rows, rotates it
-   in registers and stores it. Used when Triton is installed; the eager paths run otherwise.
+   in registers and stores it; with float32 angles (the usual case) it computes them itself
+   from the positions and θ, so a call is one launch and reads nothing on the host. Used when
+   Triton is installed. Without Triton, CUDA runs four whole-tensor kernels
+   (:func:`_rotate_whole`): the cache-sized blocks are a CPU idea, and on a GPU they only add
+   launches.
 
-No extra memory: the output, the cos/sin tables (and cos repeated to the full width, built
-once per table), and at most one cache-sized scratch block.
+No extra memory on a CPU: the output, the cos/sin tables (and cos repeated to the full width,
+built once per table), and at most one cache-sized scratch block. (The CUDA fallback without
+Triton uses one temporary the size of half of x, in the compute dtype.)
 Autograd works: the backward of a rotation by m·θ is the rotation by −m·θ (sin → −sin).
 """
 
@@ -54,8 +61,7 @@ MULTI_THREAD_BLOCK_BYTES = 4 << 20
 # Devices the eager fast path is written for; others (MPS, XLA …) use the reference.
 _FAST_DEVICES = ("cpu", "cuda")
 
-# torch.compiler.is_compiling appeared in torch 2.3; older versions never report compiling.
-_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+_is_compiling = _validate._is_compiling
 
 
 def can_use_fast_path(x: torch.Tensor, cos: torch.Tensor) -> bool:
@@ -154,7 +160,7 @@ def auto_backend(x: torch.Tensor, layout: str) -> str:
         return "triton"
     # The C loop runs one thread below PARALLEL_MIN_ELEMENTS, so there it needs no OpenMP.
     threads = torch.get_num_threads() if x.numel() >= _ckernel.PARALLEL_MIN_ELEMENTS else 1
-    if (layout == "half" and x.device.type == "cpu" and x.dtype == cos_dtype
+    if (layout == "half" and x.device.type == "cpu" and x.dtype in _ckernel.TABLE_DTYPES
             and _ckernel.available() and (threads == 1 or _ckernel._library.has_openmp)):
         return "c"
     if layout == "interleaved" and x.dtype == cos_dtype:
@@ -179,16 +185,13 @@ class _Rotate(torch.autograd.Function):
 
 def _rotate_into(x, cos, sin, layout, out, backend="auto"):
     """Run the named path, or for "auto": Triton (CUDA), the C loop (half layout, CPU), one
-    complex multiply (interleaved), else the blocked eager kernels."""
+    complex multiply (interleaved), else the eager kernels."""
     half = cos.shape[-1]
     rotary_dim = 2 * half
     compute = torch.promote_types(x.dtype, cos.dtype)
     if out is None:
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    in_place = out is x
-    if rotary_dim < x.shape[-1] and not in_place:
-        out[..., rotary_dim:].copy_(x[..., rotary_dim:])  # partial rotary: the tail passes
-    x_rot, out_rot = x[..., :rotary_dim], out[..., :rotary_dim]
+    x_rot, out_rot = _rotated_part(x, out, rotary_dim)
 
     if backend == "auto":
         if (x.is_cuda and _triton_rotate(x_rot, cos, sin, layout, out_rot)) or (
@@ -200,7 +203,7 @@ def _rotate_into(x, cos, sin, layout, out, backend="auto"):
               and _complex_view_ok(x_rot, out_rot)):
             _rotate_complex(x_rot, cos, sin, out_rot, compute)
         else:
-            _rotate_in_blocks(x_rot, cos, sin, layout, out_rot, compute, in_place)
+            _rotate_in_blocks(x_rot, cos, sin, layout, out_rot, compute, out is x)
     elif backend == "triton":
         module = _named_triton()
         reason = module.problem(x_rot, cos, sin, out_rot)
@@ -214,8 +217,18 @@ def _rotate_into(x, cos, sin, layout, out, backend="auto"):
     elif backend == "complex":
         _rotate_complex(x_rot, cos, sin, out_rot, compute)
     else:  # "eager"
-        _rotate_in_blocks(x_rot, cos, sin, layout, out_rot, compute, in_place)
+        _rotate_in_blocks(x_rot, cos, sin, layout, out_rot, compute, out is x)
     return out
+
+
+def _rotated_part(x, out, rotary_dim):
+    """The first rotary_dim features of x and out; the rest of x copied into out first
+    (partial rotary: the tail passes through)."""
+    if rotary_dim == x.shape[-1]:
+        return x, out
+    if out is not x:
+        out[..., rotary_dim:].copy_(x[..., rotary_dim:])
+    return x[..., :rotary_dim], out[..., :rotary_dim]
 
 
 def _rotate_complex(x, cos, sin, out, compute):
@@ -256,7 +269,11 @@ def _mark_written(t: torch.Tensor) -> None:
 
 
 def _rotate_in_blocks(x, cos, sin, layout, out, compute, in_place):
-    """Rotate x with three kernels, block by block where blocks pay (see _blocking_pays)."""
+    """Rotate x with three kernels, block by block where blocks pay (see _blocking_pays);
+    on other devices with :func:`_rotate_whole`."""
+    if not _blocking_pays(x):
+        _rotate_whole(x, cos, sin, layout, out, compute, in_place)
+        return
     half = cos.shape[-1]
     batch = x.shape[:-1]
     cos_both = _cos_for_both(cos, layout).expand(*batch, 2 * half)
@@ -284,11 +301,36 @@ def _rotate_in_blocks(x, cos, sin, layout, out, compute, in_place):
 
 def _blocking_pays(x) -> bool:
     """Blocks pay on a CPU (caches shared by the three kernels); on a GPU without Triton
-    they only add launches. On a heavily oversubscribed machine multi-threaded blocks can
-    stall (every kernel waits for a descheduled thread); ``torch.set_num_threads(1)`` is
-    then the faster setting.
+    they only add launches (:func:`_rotate_whole` runs there). On a heavily oversubscribed
+    machine multi-threaded blocks can stall (every kernel waits for a descheduled thread);
+    ``torch.set_num_threads(1)`` is then the faster setting.
     """
     return x.device.type == "cpu"
+
+
+def _rotate_whole(x, cos, sin, layout, out, compute, in_place):
+    """out = R x in four whole-tensor kernels, computed in ``compute``, rounded once into out.
+
+    t = a·c (a temporary half the size of x, in ``compute``), then out_a = t − b·s as one
+    addcmul that writes straight into out's dtype; t = b·c, out_b = t + a·s likewise. For
+    bfloat16 x that moves 14 bytes per element (Hugging Face's eager form, in bfloat16: about
+    20), and a 16-bit out is rounded once. In place both halves are computed before either
+    is written (out_a would overwrite a, which out_b needs).
+    """
+    a, b = _pair_views(x, layout)
+    out_a, out_b = _pair_views(out, layout)
+    if in_place:
+        first = torch.mul(a, cos).to(compute)
+        first.addcmul_(b, sin, value=-1)
+        second = torch.mul(b, cos).to(compute)
+        second.addcmul_(a, sin)
+        out_a.copy_(first)
+        out_b.copy_(second)
+        return
+    temporary = torch.mul(a, cos).to(compute)  # .to: a no-op unless cos is narrower
+    torch.addcmul(temporary, b, sin, value=-1, out=out_a)
+    torch.mul(b, cos, out=temporary)
+    torch.addcmul(temporary, a, sin, out=out_b)
 
 
 def _block_bytes() -> int:
@@ -316,7 +358,9 @@ _derived_cache: dict = {}
 
 
 def _derived(kind: str, build, *sources: torch.Tensor) -> torch.Tensor:
-    if any(t.is_inference() for t in sources):  # no version counter to trust: no caching
+    if any(t.is_inference() for t in sources) or _capturing(sources[0]):
+        # no version counter to trust, or a table whose values exist only when a CUDA graph
+        # replays: not cached
         return build(*sources)
     key = (kind, *(id(t) for t in sources))
     entry = _derived_cache.get(key)
@@ -334,6 +378,10 @@ def _derived(kind: str, build, *sources: torch.Tensor) -> torch.Tensor:
 
     _derived_cache[key] = ([(weakref.ref(t, forget), t._version) for t in sources], table)
     return table
+
+
+def _capturing(t: torch.Tensor) -> bool:
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
 def _cos_for_both(cos: torch.Tensor, layout: str) -> torch.Tensor:
@@ -441,6 +489,10 @@ def _auto_triton(device: torch.device):
     if device.index is None:
         device = torch.device(device.type, torch.cuda.current_device())
     if device not in _triton_by_device:
+        if torch.cuda.is_current_stream_capturing():
+            # The self-check reads values, which capture forbids: this call takes the eager
+            # path (capturable too); the check runs on the first call outside a capture.
+            return None
         _triton_by_device[device] = _start_triton(device)
     return _triton_by_device[device] or None
 
@@ -467,26 +519,41 @@ def _start_triton(device):
 
 
 def self_check(module, device) -> str | None:
-    """Rotate a small tensor with the Triton kernel and with the eager path, both layouts,
-    float32 and bfloat16, partial rotary; None when they agree, else what went wrong."""
+    """Rotate a small tensor with both Triton kernels (tables; angles from positions) and
+    with the eager path, both layouts, float32 and bfloat16, partial rotary, per-batch
+    positions up to past 2^24; None when they agree, else what went wrong."""
+    from rope_lab import rope  # the angle rule lives there (rope imports this module)
+
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 7, 24, generator=generator).to(device)
-    angles = torch.arange(7.0)[:, None] * 10_000.0 ** (-torch.arange(8) / 8)
-    cos, sin = angles.cos().to(device), angles.sin().to(device)
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5, 6],
+                              [4095, 70_000, 2**24 - 1, 2**24 + 1, 2**25 + 3, -9, 12]])
+    positions = positions[:, None, :].to(device)  # (batch, 1, seq): per-batch positions
+    theta = rope._inv_freq(16, 10_000.0, device, torch.float32)
+    cos, sin = rope._cos_sin_table(positions, theta)
     try:
         for layout in ("half", "interleaved"):
             for dtype in (torch.float32, torch.bfloat16):
                 source = x.to(dtype)
-                got, expected = source.clone(), source.clone()
-                module.rotate(source[..., :16], cos, sin, layout, got[..., :16])
+                expected = source.clone()
                 _rotate_in_blocks(source[..., :16], cos, sin, layout, expected[..., :16],
                                   torch.float32, False)
+                by_tables, by_positions = source.clone(), source.clone()
+                module.rotate(source[..., :16], cos, sin, layout, by_tables[..., :16])
+                plan = module.plan_positions(source[..., :16], positions, theta,
+                                             by_positions[..., :16])
+                if isinstance(plan, str):
+                    return plan
+                module.rotate_positions(source[..., :16], positions, theta, layout,
+                                        by_positions[..., :16], plan)
                 # Relative to |value| + 1: one rounding in bfloat16 moves a value by 2^-8 of it.
                 expected = expected.float()
-                error = ((got.float() - expected).abs() / (1 + expected.abs())).max().item()
                 tolerance = 1e-5 if dtype == torch.float32 else 2**-7
-                if not error <= tolerance:
-                    return f"{layout} layout, {dtype}: max difference {error:.3g} from eager"
+                for kernel, got in (("tables", by_tables), ("positions", by_positions)):
+                    error = ((got.float() - expected).abs() / (1 + expected.abs())).max().item()
+                    if not error <= tolerance:
+                        return (f"{kernel} kernel, {layout} layout, {dtype}: max difference "
+                                f"{error:.3g} from eager")
     except Exception as error:  # compile errors, missing drivers …: all mean "not here"
         return f"{type(error).__name__}: {error}"
     return None
@@ -499,3 +566,91 @@ def _triton_rotate(x, cos, sin, layout, out) -> bool:
         return False
     module.rotate(x, cos, sin, layout, out)
     return True
+
+
+# --- the one-launch path: angles computed in the Triton kernel ---------------------------
+
+def angles_in_kernel(x, positions, theta, layout, backend) -> bool:
+    """True when a kernel should compute the angles itself, with no cos/sin tables: the
+    Triton kernel on CUDA (float32 angles); the C loop for a decode-sized CPU tensor (half
+    layout). Not under torch.compile, nor when θ wants a gradient."""
+    if _is_compiling() or (torch.is_grad_enabled() and theta.requires_grad):
+        return False
+    if backend == "triton" or (backend == "auto" and x.is_cuda):
+        return theta.dtype == torch.float32 and (
+            backend == "triton" or (x.numel() > 0 and _auto_triton(x.device) is not None))
+    return (backend in ("auto", "c") and layout == "half"
+            and x.device.type == "cpu" and x.numel() < _ckernel.PARALLEL_MIN_ELEMENTS
+            and not (torch.is_grad_enabled() and x.requires_grad))
+
+
+def rotate_positions(x, positions, theta, layout, *, out=None, backend="auto"):
+    """x rotated by m·θ_i with the angles computed in the kernel: one call (after
+    :func:`angles_in_kernel` said yes).
+
+    positions: validated, broadcasting to x.shape[:-1], or None for 0 … seq − 1. Returns
+    out (a new tensor when None), or None when the kernel cannot take these tensors and the
+    caller should build tables (backend "auto", or "c" whose table loop may still run); a
+    named "triton" raises :class:`BackendUnavailable` instead. Differentiable with respect
+    to x when out is None (Triton).
+    """
+    target = torch.empty(x.shape, dtype=x.dtype, device=x.device) if out is None else out
+    rotary_dim = 2 * theta.shape[0]
+    partial = rotary_dim < x.shape[-1]
+    x_rot = x[..., :rotary_dim] if partial else x
+    out_rot = target[..., :rotary_dim] if partial else target
+    if x.device.type == "cpu" and backend != "triton":
+        if not _ckernel.rotate_half_positions(x_rot, positions, theta, out_rot):
+            return None
+        if partial and target is not x:
+            target[..., rotary_dim:].copy_(x[..., rotary_dim:])
+        _raw_kernel_wrote("rope_lab C loop", target, out_rot)
+        return target
+    module = _named_triton() if backend == "triton" else _auto_triton(x.device)
+    if module is None:
+        return None
+    plan = module.plan_positions(x_rot, positions, theta, out_rot)
+    if isinstance(plan, str):
+        if backend == "triton":
+            raise BackendUnavailable(f"backend='triton' cannot run here: {plan}")
+        return None
+    if out is None and torch.is_grad_enabled() and x.requires_grad:
+        return _RotatePositions.apply(x, positions, theta, layout, module, False)
+    return _positions_into(module, x, positions, theta, layout, target, plan)
+
+
+def _positions_into(module, x, positions, theta, layout, out, plan=None, negate=False):
+    """Run the positions kernel on the rotated features (the tail copied through)."""
+    x_rot, out_rot = _rotated_part(x, out, 2 * theta.shape[0])
+    if plan is None:
+        plan = module.plan_positions(x_rot, positions, theta, out_rot)
+        if isinstance(plan, str):  # a gradient in a memory order the kernel cannot take
+            x_rot = x_rot.contiguous()
+            plan = module.plan_positions(x_rot, positions, theta, out_rot)
+    module.rotate_positions(x_rot, positions, theta, layout, out_rot, plan, negate=negate)
+    _raw_kernel_wrote("rope_lab Triton kernel", out, out_rot)
+    return out
+
+
+class _RotatePositions(torch.autograd.Function):
+    """The one-launch rotation and its backward: the same kernel with −m·θ_i."""
+
+    @staticmethod
+    def forward(ctx, x, positions, theta, layout, module, negate):
+        ctx.save_for_backward(positions, theta)
+        ctx.layout, ctx.module, ctx.negate = layout, module, negate
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        return _positions_into(module, x, positions, theta, layout, out, negate=negate)
+
+    @staticmethod
+    def backward(ctx, grad):
+        positions, theta = ctx.saved_tensors
+        if grad.requires_grad:  # double backward: stay differentiable
+            grad_x = _RotatePositions.apply(grad, positions, theta, ctx.layout, ctx.module,
+                                            not ctx.negate)
+        else:
+            grad_x = _positions_into(ctx.module, grad, positions, theta, ctx.layout,
+                                     torch.empty(grad.shape, dtype=grad.dtype,
+                                                 device=grad.device),
+                                     negate=not ctx.negate)
+        return grad_x, None, None, None, None, None

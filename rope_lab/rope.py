@@ -18,7 +18,7 @@ Both give the same scores; they differ by a fixed permutation of features.
 
 from __future__ import annotations
 
-import functools
+import math
 
 import torch
 from torch import nn
@@ -47,17 +47,55 @@ def inv_freq(dim: int, base: float = DEFAULT_BASE, *, device=None, dtype=torch.f
     base = _validate.check_base(base)
     _validate.check_angle_dtype(dtype)
     _validate.check_table_size("inv_freq", f"dim={dim}", dim // 2 * 8 * 2)
+    return _inv_freq(dim, base, device, dtype)
+
+
+def _inv_freq(dim: int, base: float, device, dtype) -> torch.Tensor:
+    """:func:`inv_freq` for validated arguments."""
     # Exponents in float64 so that float32 results are correctly rounded.
     exponents = torch.arange(0, dim, 2, dtype=torch.float64, device=device) / dim
     return (base**-exponents).to(dtype)
 
 
+# θ by (rotary_dim, base, dtype, device): what depends on nothing else is computed once.
+_theta_cache: dict = {}
+
+
+def _theta(rotary_dim: int, base: float, dtype, device) -> torch.Tensor:
+    """θ_i for apply_rope, cached (never modified in place by the package; not returned to
+    callers). Under torch.compile it is computed in the graph instead (a cache lookup would
+    break it), and a tensor made during CUDA graph capture is not kept (its values exist only
+    when the graph replays)."""
+    if _validate._is_compiling():
+        return _inv_freq(rotary_dim, base, device, dtype)
+    key = (rotary_dim, base, dtype, device)
+    theta = _theta_cache.get(key)
+    if theta is None:
+        with torch.inference_mode(False), torch.no_grad():
+            theta = _inv_freq(rotary_dim, base, device, dtype)
+        _remember(_theta_cache, key, theta, device)
+    return theta
+
+
+def _remember(cache: dict, key, value, device) -> None:
+    """Keep value unless device is capturing a CUDA graph; at most 32 entries."""
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return
+    if len(cache) >= 32:
+        cache.clear()
+    cache[key] = value
+
+
 def rope_angles(positions, inv_freq: torch.Tensor) -> torch.Tensor:
     """The angles m·θ_i for every position m and pair i (an outer product).
 
-    Computed in float32, or float64 when ``positions`` or ``inv_freq`` is float64 or a
-    position reaches 2^24 (where float32 cannot hold every integer) — never in a 16-bit type,
-    where m·θ_i loses whole turns once m passes a few hundred.
+    In float32 — the product of float32 m and float32 θ_i, exactly as transformers computes
+    it — or in float64 when ``positions`` or ``inv_freq`` is float64; never in a 16-bit type,
+    where m·θ_i loses whole turns once m passes a few hundred. A float32 angle carries a
+    relative error of 2^-24 (from θ_i and from the product), an absolute error of about
+    m·θ_i·2^-24 radians: 0.0002 at m = 4096, about a radian near m = 2^24, where float32 no
+    longer holds every integer either. For positions that large pass float64 positions.
+    (:func:`apply_rope` keeps integer positions exact at any size; see its docstring.)
 
     Args:
         positions: ``(..., seq)`` integer or float positions (a tensor, list or range).
@@ -76,7 +114,7 @@ def rope_angles(positions, inv_freq: torch.Tensor) -> torch.Tensor:
     if not inv_freq.is_floating_point():
         raise TypeError(f"inv_freq must be a floating-point tensor, got dtype {inv_freq.dtype}")
     positions = _validate.as_positions(positions, device=inv_freq.device)
-    wide = inv_freq.dtype == torch.float64 or _validate.needs_wide_angles(positions)
+    wide = torch.float64 in (inv_freq.dtype, positions.dtype)
     _validate.check_table_size(
         "rope_angles", f"{positions.numel()} positions × {inv_freq.numel()} frequencies",
         positions.numel() * inv_freq.numel() * (8 if wide else 4))
@@ -87,11 +125,59 @@ def _outer_angles(positions: torch.Tensor, inv_freq: torch.Tensor, *,
                   wide: bool | None = None) -> torch.Tensor:
     """:func:`rope_angles` for trusted inputs (a table no bigger than the x it rotates).
 
-    wide: float64 angles, when the caller already knows; else decided here."""
+    wide: float64 angles; default when positions or inv_freq is float64 (dtypes decide,
+    never values)."""
     if wide is None:
-        wide = inv_freq.dtype == torch.float64 or _validate.needs_wide_angles(positions)
+        wide = torch.float64 in (inv_freq.dtype, positions.dtype)
     dtype = torch.float64 if wide else torch.float32
     return positions.to(dtype)[..., None] * inv_freq.to(dtype)
+
+
+# m·θ_i past FLOAT32_EXACT_LIMIT: formed in float64 and reduced to [−π, π) before rounding.
+_TWO_PI = 2 * math.pi
+
+
+def _cos_sin_table(positions: torch.Tensor, theta: torch.Tensor,
+                   dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of m·θ_i by the rule of :func:`apply_rope`, ``(..., seq, d/2)`` in dtype.
+
+    float64 θ: float64 angles. float32 θ: the product m·θ_i is formed exactly in float64
+    (m exact, θ_i float32); below 2^24 it is rounded to float32 — the float32 product, so the
+    same numbers as transformers — and at or beyond 2^24, where a float32 angle would be off
+    by up to a radian, it is first reduced modulo 2π. A per-element choice: nothing is read
+    on the host (no device sync, traceable by torch.compile, capturable in a CUDA graph).
+    On a CPU, where a read costs no sync, one small reduction first asks whether any
+    position reaches 2^24; when none does, the float32 product is computed directly (the
+    same numbers, a third of the work).
+    """
+    if theta.dtype == torch.float32 and not _any_past_float32_limit(positions):
+        angles = positions.to(torch.float32)[..., None] * theta
+        return _cos_sin_of(angles, dtype)
+    # float64 × float32 multiplies in float64: θ_i's float32 value, widened exactly
+    product = positions.to(torch.float64)[..., None] * theta
+    if theta.dtype == torch.float64:
+        angles = product
+    else:
+        big = (positions.abs() >= _validate.FLOAT32_EXACT_LIMIT)[..., None]
+        reduced = (product + math.pi).remainder(_TWO_PI) - math.pi  # in [−π, π)
+        angles = torch.where(big, reduced, product).to(torch.float32)
+    return _cos_sin_of(angles, dtype)
+
+
+def _cos_sin_of(angles: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    cos, sin = angles.cos(), angles.sin()
+    if cos.dtype != dtype:
+        cos, sin = cos.to(dtype), sin.to(dtype)
+    return cos, sin
+
+
+def _any_past_float32_limit(positions: torch.Tensor) -> bool:
+    """Whether some position reaches 2^24, where it may be read at no cost (a CPU tensor,
+    outside torch.compile); True, meaning "assume so", where reading would sync a device."""
+    if not (positions.is_cpu and _validate.values_readable(positions)):
+        return True
+    return positions.numel() > 0 and bool(
+        (positions.abs() >= _validate.FLOAT32_EXACT_LIMIT).any())
 
 
 def rope_pairs(dim: int, layout: str = "half") -> tuple[torch.Tensor, torch.Tensor]:
@@ -146,24 +232,46 @@ def apply_rope(
               "reference" on other devices, under torch.compile and when gradients must
               flow into ``inv_freq``.
             - "reference": :func:`rotate_reference`, the formula in plain torch ops.
-            - "eager": three torch kernels per cache-sized block of rows (any device).
-            - "c": one C loop compiled on first use (half layout, CPU, float32/float64).
+            - "eager": three torch kernels per cache-sized block of rows on a CPU, four
+              whole-tensor kernels on other devices.
+            - "c": one C loop compiled on first use (half layout, CPU, float32, float64 or
+              bfloat16); a decode-sized x with its angles in one call.
             - "complex": one complex multiply (interleaved layout).
-            - "triton": one Triton kernel (CUDA; CPU tensors under ``TRITON_INTERPRET=1``).
+            - "triton": one Triton kernel, which computes the angles from the positions
+              itself (CUDA; CPU tensors under ``TRITON_INTERPRET=1``).
 
             A backend named here runs or raises ``BackendUnavailable`` saying why; it never
             falls back to another one.
 
     Returns:
-        Tensor with the shape, dtype and device of ``x``. The angles and the rotation are
-        computed in float32 (float64 for float64 input) and rounded once at the end.
+        Tensor with the shape, dtype and device of ``x``. The rotation is computed in
+        float32 (float64 when an angle is) and rounded once at the end.
+
+    Angles (what "exact" means here):
+        - θ_i is float32, as in transformers, unless x, ``positions`` or ``inv_freq`` is
+          float64: then θ_i (from ``base``: base^(−2i/d) in float64) and the angles are
+          float64. A float32 θ_i is itself off by up to 2^-24 of its value, so the angle
+          m·θ_i is off by up to about m·θ_i·2^-24 radians from the exact-θ angle whatever
+          the arithmetic (0.0002 at m = 4096, about a radian near 2^24): ask for float64 if
+          such positions matter.
+        - Integer positions are exact at any size, and m·θ_i is the exact product of m and
+          the float32 θ_i: below 2^24 rounded once to float32 (the float32 product, the same
+          numbers as transformers); at or beyond 2^24, where float32 can hold neither m nor
+          the angle to within a radian, reduced modulo 2π in float64 first, so the angle is
+          accurate to a few 1e-7 radians (up to m ≈ 2^31). The choice is made per element:
+          no value is read on the host.
+        - Float positions (interpolated) in a 16/32-bit dtype are converted to float32;
+          such positions at or beyond 2^24 are refused, as are NaN and ±inf: one reduction,
+          a device sync on a GPU. Integer positions are never read on the host, so a call
+          with them can be captured in a CUDA graph and traced by torch.compile (fullgraph).
+          Under torch.compile and during CUDA graph capture value checks (finite float
+          positions, finite ``inv_freq``) are skipped: a bad value gives NaN, not an error.
     """
     _validate.check_rope_input(x)
     _validate.check_layout(layout)
     _validate.check_backend(backend)
     rotary_dim = _validate.check_rotary_dim(rotary_dim, x.shape[-1])
-    cos, sin = _cos_sin_for(x, positions, base=base, freqs=inv_freq, rotary_dim=rotary_dim)
-    return _rotate(x, cos, sin, layout, backend)
+    return _apply(x, positions, base, inv_freq, layout, rotary_dim, backend, None)
 
 
 def apply_rope_(
@@ -194,42 +302,76 @@ def apply_rope_(
     _validate.check_layout(layout)
     _validate.check_backend(backend)
     rotary_dim = _validate.check_rotary_dim(rotary_dim, x.shape[-1])
-    cos, sin = _cos_sin_for(x, positions, base=base, freqs=inv_freq, rotary_dim=rotary_dim)
-    return _rotate(x, cos, sin, layout, backend, out=x)
+    return _apply(x, positions, base, inv_freq, layout, rotary_dim, backend, x)
 
 
-def _cos_sin_for(x, positions, *, base, freqs, rotary_dim):
-    """Validate positions and frequencies for ``x``; return cos and sin of m·θ_i."""
+def _apply(x, positions, base, freqs, layout, rotary_dim, backend, out):
+    """Validate positions and frequencies for x, then rotate (into out when given).
+
+    With float32 angles on the Triton path the kernel computes them itself from the
+    positions and θ (one launch, no tables), as does the C loop for a decode-sized CPU
+    tensor; every other path rotates by cos/sin tables.
+    """
+    if positions is not None:
+        positions = _validate.positions_for(x, positions)
     if freqs is None:
-        wide = x.dtype == torch.float64
-        dtype = torch.float64 if wide else torch.float32
-        if positions is None:  # the common call: positions 0 … seq − 1, from a small cache
-            base = _validate.check_base(base)
-            return _cached_cos_sin(x.shape[-2], rotary_dim, base, x.device, dtype)
-        freqs = inv_freq(rotary_dim, base, device=x.device, dtype=dtype)
+        base = _validate.check_base(base)
+    theta = _frequencies(x, positions, base, freqs, rotary_dim)
+    if fast.angles_in_kernel(x, positions, theta, layout, backend):
+        rotated = fast.rotate_positions(x, positions, theta, layout, out=out, backend=backend)
+        if rotated is not None:
+            return rotated
+    if positions is None and freqs is None:  # the common call: a small cache, no arithmetic
+        cos, sin = _cached_cos_sin(x.shape[-2], rotary_dim, base, x.device, theta.dtype)
     else:
-        if base != DEFAULT_BASE:
-            raise ValueError(
-                f"pass either base or inv_freq, not both: got base={base} and an inv_freq tensor"
-            )
-        freqs = _validate.check_inv_freq(freqs, rotary_dim // 2).to(x.device)
-    angles = _outer_angles(_validate.positions_for(x, positions), freqs)
-    # Positions past 2^24 widen the angles to float64; cos and sin fit the frequencies' dtype.
-    return angles.cos().to(freqs.dtype), angles.sin().to(freqs.dtype)
+        if positions is None:
+            positions = torch.arange(x.shape[-2], device=x.device)
+        cos, sin = _cos_sin_table(positions, theta,
+                                  torch.float64 if x.dtype == torch.float64 else torch.float32)
+    return _rotate(x, cos, sin, layout, backend, out=out)
 
 
-@functools.lru_cache(maxsize=16)
+def _frequencies(x, positions, base, freqs, rotary_dim) -> torch.Tensor:
+    """θ_i for x on x's device: float64 when x, the positions or inv_freq are float64.
+    base: validated (used when freqs is None)."""
+    wide = x.dtype == torch.float64 or (positions is not None
+                                        and positions.dtype == torch.float64)
+    if freqs is None:
+        return _theta(rotary_dim, base, torch.float64 if wide else torch.float32, x.device)
+    if base != DEFAULT_BASE:
+        raise ValueError(
+            f"pass either base or inv_freq, not both: got base={base} and an inv_freq tensor"
+        )
+    freqs = _validate.check_inv_freq(freqs, rotary_dim // 2)
+    dtype = torch.float64 if wide or freqs.dtype == torch.float64 else torch.float32
+    return freqs.to(x.device, dtype)
+
+
+# cos/sin tables for positions 0 … seq − 1, by (seq, rotary_dim, base, device, dtype).
+_table_cache: dict = {}
+
+
 def _cached_cos_sin(seq: int, rotary_dim: int, base: float, device, dtype):
     """cos and sin of m·θ_i for m = 0 … seq − 1: ``(seq, rotary_dim/2)`` each, kept for reuse.
 
     Without the cache every call (every layer, every step) recomputes seq × d/2 angles and
     their cos and sin; with it only the first call pays. Built as ordinary tensors even under
-    inference_mode, so a later call that records autograd may use them.
+    inference_mode, so a later call that records autograd may use them. Under torch.compile
+    they are computed in the graph (a lookup would break it); tables made during CUDA graph
+    capture are not kept.
     """
-    with torch.inference_mode(False), torch.no_grad():
-        freqs = inv_freq(rotary_dim, base, device=device, dtype=dtype)
-        angles = _outer_angles(torch.arange(seq, device=device), freqs)
-        return angles.cos(), angles.sin()
+    device = torch.device(device)
+    if _validate._is_compiling():
+        return _cos_sin_table(torch.arange(seq, device=device),
+                              _inv_freq(rotary_dim, base, device, dtype), dtype)
+    key = (seq, rotary_dim, base, device, dtype)
+    tables = _table_cache.get(key)
+    if tables is None:
+        with torch.inference_mode(False), torch.no_grad():
+            tables = _cos_sin_table(torch.arange(seq, device=device),
+                                    _theta(rotary_dim, base, dtype, device), dtype)
+        _remember(_table_cache, key, tables, device)
+    return tables
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str,
@@ -389,7 +531,9 @@ class RotaryEmbedding(nn.Module):
     """RoPE as a module: caches cos and sin (float32) and rotates q and k.
 
     ``forward(q, k, positions=None) -> (q, k)`` with q, k of shape ``(..., seq, D)`` and
-    D ≥ dim; features past ``dim`` pass through unrotated (partial rotary).
+    D ≥ dim; features past ``dim`` pass through unrotated (partial rotary). Without
+    positions it slices its cache; with positions it computes as :func:`apply_rope` does
+    (the same numbers, nothing read on the host).
 
     Args:
         dim: number of rotated features (even).
@@ -489,8 +633,7 @@ class RotaryEmbedding(nn.Module):
             int(positions.min()) >= 0 and int(positions.max()) < cached
         )):
             return self.cos_cached[positions], self.sin_cached[positions]
-        angles = _outer_angles(positions, self.inv_freq.to(device))
-        return angles.cos().to(dtype), angles.sin().to(dtype)
+        return _cos_sin_table(positions, self.inv_freq.to(device), dtype)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, positions=None):
         for name, tensor in (("q", q), ("k", k)):
@@ -510,8 +653,15 @@ class RotaryEmbedding(nn.Module):
             positions = _validate.as_positions(positions, device=q.device)
             _validate.check_positions_shape(positions, q.shape[:-1])
             _validate.check_positions_shape(positions, k.shape[:-1])
+            # Given positions take apply_rope's path: nothing read on the host (the cache
+            # below would need the largest position to know whether it covers them).
+            self._refresh_if_frequencies_changed(q.device)
+            freqs = self.inv_freq if self.custom_frequencies else None
+            base = DEFAULT_BASE if self.custom_frequencies else self.base
+            return tuple(_apply(t, positions, base, freqs, self.layout, self.dim, "auto", None)
+                         for t in (q, k))
         wide = torch.float64 in (q.dtype, k.dtype)
-        if positions is None and not wide:
+        if not wide:
             # The common call: positions 0 … seq − 1, a slice of the cache, no device sync.
             seq = q.shape[-2]
             self._refresh_if_frequencies_changed(q.device)
@@ -519,7 +669,5 @@ class RotaryEmbedding(nn.Module):
                 self._build_cache(max(seq, self.cos_cached.shape[0]), q.device)
             cos, sin = self.cos_cached[:seq], self.sin_cached[:seq]
             return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)
-        if positions is None:
-            positions = torch.arange(q.shape[-2], device=q.device)
-        cos, sin = self.cos_sin(positions, torch.float64 if wide else torch.float32)
+        cos, sin = self.cos_sin(torch.arange(q.shape[-2], device=q.device), torch.float64)
         return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)

@@ -254,11 +254,13 @@ def test_check_close_never_passes_different_bools_or_ints():
 
 
 def test_angles_past_2_to_the_24_are_exact():
-    """int64 positions past 2^24 (float32 cannot hold every integer there) are widened."""
+    """int64 positions past 2^24 (float32 cannot hold every integer there): apply_rope keeps
+    them exact without reading them; rope_angles widens when a dtype asks (float64)."""
     positions = torch.arange(4) + 2**25 + 1
     freqs = rl.inv_freq(8)
     exact = (positions.double()[:, None] * freqs.double())
-    assert torch.equal(rl.rope_angles(positions, freqs), exact)
+    assert torch.equal(rl.rope_angles(positions.double(), freqs), exact)
+    assert rl.rope_angles(positions, freqs).dtype == torch.float32  # dtypes decide, not values
     x = torch.randn(4, 8, dtype=torch.float64)
     ref = rl.apply_rope(x, positions, inv_freq=freqs.double())
     got = rl.apply_rope(x.float(), positions).double()

@@ -30,11 +30,52 @@ def test_command_line_writes_every_implementation_with_provenance(tmp_path, caps
                      "dense matrix R_m x"):
             assert (name, layout) in names
     assert ("package rotate_half", "half") in names
+    assert ("apply_rope + position ids", "half") in names  # the path a model calls
+    assert run["targets"]["half"]["ids_times_clone"] > 0
+    assert "faster than HF-style eager" in printed or "slower than HF-style eager" in printed
+    decode = run["decode"]  # the per-call rows, next to HF's own path
+    assert decode["shape"] == list(bench.DECODE_SHAPE)
+    assert {row["name"] for row in decode["rows"]} >= {bench.HF_DECODE,
+                                                      "apply_rope(q, ids), apply_rope(k, ids)"}
+    assert "one decode step" in printed
     assert ("package complex", "interleaved") in names
     assert any(name.startswith("backend='eager'") for name, layout in names if layout == "half")
     clone = next(r for r in run["results"] if r["name"] == "clone")
     assert clone["times_clone"] == 1.0 and clone["ms"] > 0
     assert set(run["targets"]) == {"half", "interleaved"}
+
+
+def test_ratios_read_right_both_ways():
+    """Issue 26 item 5: never "0.5 × faster"."""
+    assert bench.versus(2.0, "HF") == "2.00 × slower than HF"
+    assert bench.versus(0.5, "HF") == "2.00 × faster than HF"
+    assert bench.versus(0.8, "HF") == "1.25 × faster than HF"
+    assert bench.versus(1.001, "HF") == "as fast as HF"
+
+
+def test_decode_command_times_one_step_next_to_hugging_face(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    path = tmp_path / "decode.json"
+    assert bench.main(["decode", "--repeats", "2", "--calls", "3", "--device", "cpu",
+                       "--json", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert bench.HF_DECODE in printed and "µs/step" in printed
+    report = json.loads(path.read_text())["decode"]
+    rows = {row["name"]: row for row in report["rows"]}
+    assert rows[bench.HF_DECODE]["times_hf"] == 1.0
+    assert all(row["us_per_step"] > 0 for row in rows.values())
+    with pytest.raises(SystemExit):
+        bench.main(["decode", "--calls", "0"])
+
+
+def test_decode_step_rows_compute_the_same_rotation_as_hugging_face():
+    """The timed rows do the same work: our q and k equal transformers' for the same ids."""
+    pytest.importorskip("transformers")
+    functions = bench.decode_functions((2, 4, 3, 16))
+    hf_q, hf_k = functions[bench.HF_DECODE]()
+    ours_q, ours_k = functions["apply_rope(q, ids), apply_rope(k, ids)"]()
+    torch.testing.assert_close(ours_q, hf_q, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ours_k, hf_k, rtol=1e-5, atol=1e-5)
 
 
 def test_bfloat16_and_sweeps_run():
@@ -162,6 +203,39 @@ def test_performance_figures_plot_the_numbers():
     assert [list(line.get_ydata()) for line in lines] == [[3.0, 6.0], [2.0, 4.0], [1.0, 2.0]]
     shares = plots.layer_shares({"MLP": 3.0, "RoPE on q and k": 1.0}).axes[0]
     assert [p.get_width() for p in shares.patches] == [3.0, 1.0]
+
+
+def _gpu_record():
+    """A small record in the form scripts/gpu_check.py writes (numbers made up)."""
+    def row(case, dtype, **us):
+        return {"case": case, "dtype": dtype, "us_per_tensor": us}
+
+    return {"environment": {"gpu": "a GPU"}, "speed": [
+        row("train", "bfloat16", clone=130.0, **{"apply_rope (default)": 137.0,
+                                                 "HF eager (rotary + apply) / 2": 1515.0}),
+        row("decode", "bfloat16", clone=5.0, **{"apply_rope (default)": 20.0,
+                                                "apply_rope + position ids": 25.0}),
+        row("decode", "float32", clone=6.0, **{"apply_rope (default)": 9.0}),
+        {"case": "skipped", "dtype": "bfloat16", "skipped": "time budget"}]}
+
+
+def test_gpu_record_figure_plots_each_shape_against_clone():
+    figure = plots.gpu_speed(_gpu_record())
+    panels = [axes for axes in figure.axes if axes.get_visible()]
+    assert len(panels) == 2  # the two bfloat16 rows with times; float32 and skipped left out
+    train, decode = panels
+    assert train.get_xscale() == "log" and "clone 130 µs" in train.get_title()
+    # every label on the same row of every panel; dots at µs ÷ clone's µs
+    labels = ["clone", "apply_rope (default)", "HF eager (rotary + apply) / 2",
+              "apply_rope + position ids"]
+    assert [t.get_text() for t in train.get_yticklabels()] == labels
+    dots = [line.get_xdata()[0] for line in train.lines[1::2][:len(labels)]]
+    assert dots[:3] == pytest.approx([1.0, 137 / 130, 1515 / 130])
+    decode_dots = [line.get_xdata()[0] for line in decode.lines[1::2][:len(labels)]]
+    assert decode_dots[0] == 1.0 and decode_dots[3] == pytest.approx(5.0)
+    assert len(plots.gpu_speed(_gpu_record(), dtype="float32").axes) == 1
+    with pytest.raises(ValueError, match="no speed rows for dtype 'float16'"):
+        plots.gpu_speed(_gpu_record(), dtype="float16")
 
 
 def test_exercise_checkers_accept_solutions_and_reject_mistakes(capsys):

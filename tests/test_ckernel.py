@@ -42,13 +42,35 @@ def kernel(x, cos, sin):
 
 
 @needs_kernel
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("shape", [(1, 32, 64, 128), (2, 3, 5, 8), (3, 7, 2), (7, 2),
                                    (1, 1, 1, 2), (2, 3, 4, 5, 6, 16)])
 def test_equals_the_reference_bit_for_bit(shape, dtype):
+    """bfloat16 x with float32 tables: computed in float32, rounded once, as the formula."""
     x = torch.randn(shape, dtype=torch.float64).to(dtype)
-    cos, sin = tables(shape[-2], shape[-1] // 2, dtype=dtype)
+    cos, sin = tables(shape[-2], shape[-1] // 2, dtype=_ckernel.TABLE_DTYPES[dtype])
     assert torch.equal(kernel(x, cos, sin), reference(x, cos, sin))
+
+
+@needs_kernel
+def test_bfloat16_rounds_to_nearest_even_and_keeps_nan_and_inf():
+    """The C rounding against torch's float32 → bfloat16 conversion on every kind of value:
+    halfway cases both ways, just below halfway, subnormals, the largest float, ±inf, NaN
+    (a signalling one too). The pair (a, b) = (1, 0) turned by a "cos" of v and a sin of 0
+    gives out_a = 1·v − 0·0 = v exactly in float32; the kernel then rounds it once."""
+    bits = torch.tensor([0x3F808000, 0x3F818000, 0x3F80FFFF, 0x00000001, 0x807FFFFF,
+                         0x7F7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001],
+                        dtype=torch.int64).to(torch.int32)
+    values = bits.view(torch.float32)
+    x = torch.tensor([1.0, 0.0], dtype=torch.bfloat16).expand(len(values), 1, 2).contiguous()
+    cos, sin = values[:, None, None], torch.zeros(len(values), 1, 1)
+    out = torch.empty_like(x)
+    assert _ckernel.rotate_half(x, cos, sin, out)
+    expected = values.bfloat16().float()
+    got = out[:, 0, 0].float()
+    nan = torch.isnan(values)
+    assert torch.equal(got[~nan], expected[~nan])
+    assert torch.isnan(got[nan]).all()
 
 
 @needs_kernel
@@ -100,14 +122,100 @@ def test_threads_give_the_same_bits():
     assert torch.equal(one, two) and torch.equal(one, reference(x, cos, sin))
 
 
-@pytest.mark.parametrize("case", ["bfloat16", "mixed dtypes", "unfoldable",
+# --- the decode step in one call: angles, cos, sin and rotation ------------------------------
+
+def exact_rotation(x, positions, theta):
+    """The half-layout rotation in float64 by exact m times the given θ (float64 math,
+    independent of the package): the contract for integer positions at any size."""
+    angles = positions.double()[..., None] * theta.double()
+    a, b = x.double().chunk(2, dim=-1)
+    return torch.cat((a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()),
+                     -1)
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_one_call_decode_step_equals_float64_math(dtype):
+    """Positions near and past 2^24 and negative ones, per batch (b, 1, seq) and shared."""
+    theta = rope._inv_freq(64, 1e4, "cpu", _ckernel.TABLE_DTYPES[dtype])
+    x = torch.randn(3, 8, 2, 64, dtype=torch.float64).to(dtype)
+    for positions in (torch.tensor([[[5, 4095]], [[2**24 - 1, 2**24 + 1]], [[2**25 + 3, -7]]]),
+                      torch.tensor([2**31 - 1, 123_456_789])):
+        out = torch.empty_like(x)
+        assert _ckernel.rotate_half_positions(x, positions, theta, out)
+        expected = exact_rotation(x, positions, theta)
+        m = positions.abs().double()
+        # below 2^24: the float32 product (transformers' arithmetic) is off by up to
+        # 2^-24 of the angle; at and past it the angle is exact; then out's own rounding
+        below = m[m < 2**24]
+        angle = 1e-6 + (float(below.max()) * 2**-24
+                        if dtype != torch.float64 and below.numel() else 0.0)
+        ulp = {torch.float32: 2**-23, torch.float64: 2**-52, torch.bfloat16: 2**-7}[dtype]
+        scale = float(expected.abs().max())
+        assert float((out.double() - expected).abs().max()) <= (angle + 2 * ulp) * scale
+
+
+@needs_kernel
+def test_one_call_decode_step_matches_the_table_path():
+    """Against apply_rope's own tables: the same float32 angles below 2^24, where only the
+    evaluation of cos and sin differs (libm's and torch's, about one float32 ulp); past 2^24
+    the tables reduce the angle to [−π, π) and round it to float32 (1.2e-7 rad) where the C
+    code takes cos in double. Hence 2e-6 for outputs of size up to about 4."""
+    x = torch.randn(2, 8, 3, 64)
+    positions = torch.tensor([[3, 70, 2**24 + 5], [0, 1000, 2**20]])[:, None, :]
+    theta = rope._inv_freq(64, 1e4, "cpu", torch.float32)
+    out = torch.empty_like(x)
+    assert _ckernel.rotate_half_positions(x, positions, theta, out)
+    cos, sin = rope._cos_sin_table(positions, theta)
+    torch.testing.assert_close(out, reference(x, cos, sin), rtol=0, atol=2e-6)
+    # default positions (None): 0 … seq − 1, in place
+    y = x.clone()
+    assert _ckernel.rotate_half_positions(y, None, theta, y)
+    cos, sin = rope._cos_sin_table(torch.arange(3), theta)
+    torch.testing.assert_close(y, reference(x, cos, sin), rtol=0, atol=1e-6)
+
+
+@needs_kernel
+def test_apply_rope_takes_the_one_call_path_for_a_decode_step_only():
+    q = torch.randn(1, 8, 1, 64)
+    positions = torch.tensor([[[37]]])
+    rl.apply_rope(q, positions)  # θ for this head dim, computed once and cached
+    assert cost_names(rl.apply_rope, q, positions) == ["rope_lab C loop"]
+    big = torch.randn(1, 32, 64, 128)  # 2^18 numbers: tables and the threaded loop
+    rl.apply_rope(big, torch.arange(64))
+    assert "rope_lab C loop" in cost_names(rl.apply_rope, big, torch.arange(64))
+    theta = rope._inv_freq(64, 1e4, "cpu", torch.float32)
+    out = torch.empty_like(big)
+    assert not _ckernel.rotate_half_positions(big[..., :64], torch.arange(64), theta,
+                                              out[..., :64])
+    many = torch.arange(17)  # 17 positions × 32 pairs > POSITIONS_MAX
+    small = torch.randn(1, 2, 17, 64)
+    assert 17 * 32 > _ckernel.POSITIONS_MAX
+    assert not _ckernel.rotate_half_positions(small, many, theta, torch.empty_like(small))
+    for declined in (torch.arange(1, dtype=torch.int32), torch.zeros(1)):  # int64 only
+        assert not _ckernel.rotate_half_positions(q, declined, theta, torch.empty_like(q))
+    with _ckernel.disabled():
+        assert not _ckernel.rotate_half_positions(q, positions, theta, torch.empty_like(q))
+    # every one of those still gets the formula's answer through apply_rope
+    for x, p in ((big, torch.arange(64)), (small, many), (q, positions.int())):
+        torch.testing.assert_close(rl.apply_rope(x, p),
+                                   rl.apply_rope(x, p, backend="reference"))
+
+
+def cost_names(function, *args):
+    from rope_lab import cost
+
+    return cost.count_kernels(function, *args)["names"]
+
+
+@pytest.mark.parametrize("case", ["float16", "mixed dtypes", "unfoldable",
                                   "strided features", "disabled"])
 def test_declines_what_it_does_not_handle_and_apply_rope_stays_right(case):
     x = torch.randn(2, 3, 4, 5, 6, 16)
     cos, sin = tables(6, 8, dtype=torch.float32)
     out = torch.empty_like(x)
-    if case == "bfloat16":
-        x, out = x.bfloat16(), out.bfloat16()
+    if case == "float16":
+        x, out = x.half(), out.half()
     elif case == "mixed dtypes":
         cos, sin = cos.double(), sin.double()
     elif case == "unfoldable":

@@ -252,3 +252,32 @@ def test_inference_mode_with_explicit_positions_and_frequencies():
         )
         q, _ = rl.RotaryEmbedding(8)(x, x)
         torch.testing.assert_close(q, rl.apply_rope(x))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_the_gpu_path_without_triton_is_four_whole_tensor_kernels(layout, dtype, monkeypatch):
+    """CUDA without Triton (issue 26 item 4): no cache-sized blocks (on a GPU they only add
+    launches), four kernels computing in float32 and rounding once into out. Run here on a
+    CPU by telling the eager path that blocks do not pay."""
+    from rope_lab import cost
+
+    monkeypatch.setattr(fast, "_blocking_pays", lambda x: False)
+    x = torch.randn(2, 3, 50, 32).to(dtype)
+    compute = torch.float64 if dtype == torch.float64 else torch.float32
+    cos, sin = tables(50, 32, "cpu", compute)
+    reference = rope.rotate_reference(x, cos, sin, layout)
+    tolerance = {torch.float64: 1e-12, torch.float32: 2e-6, torch.bfloat16: 2**-7}[dtype]
+    got = fast.rotate(x, cos, sin, layout, backend="eager")
+    torch.testing.assert_close(got, reference, rtol=tolerance, atol=tolerance)
+    y = x.clone()
+    fast.rotate(y, cos, sin, layout, out=y, backend="eager")  # in place: same numbers
+    assert torch.equal(y, got)
+    counted = cost.count_kernels(fast.rotate, x, cos, sin, layout, backend="eager")
+    assert counted["names"] == ["mul", "addcmul", "mul", "addcmul"], counted["names"]
+    # x read as a and b, out written once, one half-size temporary in the compute dtype
+    assert counted["bytes_written"] == x.numel() * (x.element_size() + compute.itemsize)
+    partial = fast.rotate(x, cos[..., :8], sin[..., :8], layout, backend="eager")
+    torch.testing.assert_close(partial, rope.rotate_reference(x, cos[..., :8], sin[..., :8],
+                                                              layout),
+                               rtol=tolerance, atol=tolerance)

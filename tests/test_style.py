@@ -206,7 +206,11 @@ def _performance():
     return [plots.implementation_bars(rows), plots.implementation_bars(rows, log=False),
             plots.cost_versus_size(sweep, "seq"),
             plots.layer_shares({"MLP": 9.0, "attention": 3.0, "RoPE on q and k": 0.05}),
-            plots.roofline(1000.0, 50.0, {"RoPE": (0.375, 18.75), "matmul": (80.0, 900.0)})]
+            plots.roofline(1000.0, 50.0, {"RoPE": (0.375, 18.75), "matmul": (80.0, 900.0)}),
+            plots.gpu_speed({"environment": {"gpu": "a GPU"}, "speed": [
+                {"case": case, "dtype": "bfloat16", "us_per_tensor": {
+                    "clone": 10.0, "apply_rope (default)": 11.0, "without Triton + ids": 40.0,
+                    "HF eager (rotary + apply) / 2": 90.0}} for case in ("a", "b", "c")]})]
 
 
 def _decay():
@@ -282,7 +286,8 @@ COURSE_MODULES = {"start_here", "attention_without_position", "absolute_position
                   "rope_in_2d", "rope_in_d_dimensions", "long_range_decay",
                   "length_extrapolation", "rope_and_linear_attention", "rope_beyond_1d",
                   "performance", "real_models"}
-PERFORMANCE = {"implementation_bars", "cost_versus_size", "layer_shares", "roofline"}
+PERFORMANCE = {"implementation_bars", "cost_versus_size", "layer_shares", "roofline",
+               "gpu_speed"}
 REAL_MODELS = {"base_over_years", "rotary_fraction", "family_spectra", "config_spectrum",
                "longrope_switch", "turned_pairs", "atlas_turned_pairs"}
 

@@ -43,6 +43,7 @@ from rope_lab.plots.long_range_decay import (
 )
 from rope_lab.plots.performance import (
     cost_versus_size,
+    gpu_speed,
     implementation_bars,
     layer_shares,
     roofline,
@@ -135,6 +136,7 @@ __all__ = [
     "fixed_layout_figure",
     "frequency_overlay",
     "house_ticks",
+    "gpu_speed",
     "implementation_bars",
     "interpolation_vs_extrapolation",
     "layer_shares",

@@ -195,3 +195,63 @@ def layer_shares(costs: dict, *, unit: str = "ms", title: str = "Where a layer's
     axes.set(title=title, xlabel=unit)
     axes.set_xlim(0, 1.18 * max(values))
     return figure
+
+
+@course_style
+def gpu_speed(record: dict, *, dtype: str = "bfloat16"):
+    """Time per tensor on a GPU as a multiple of ``x.clone()``, one panel per shape.
+
+    ``record``: the JSON that ``scripts/gpu_check.py`` writes; its ``speed`` rows of
+    ``dtype`` ({"case", "dtype", "us_per_tensor": {label: µs}}) are drawn, one panel
+    (``figure.axes[k]`` for the k-th such row) per case, with every label on the same row
+    of every panel. For each label a stem from the copy (1×) to its ratio µs ÷ clone's µs
+    and a dot there, on a log axis shared by the panels (``axes.lines[2j + 1]`` is label j's
+    dot, x = the ratio). rope_lab's rows blue, the copy black, other libraries grey. Each
+    panel's title gives clone's µs, so the ratios can be turned back into time.
+    """
+    import numpy as np
+    from matplotlib.ticker import NullLocator
+
+    rows = [row for row in record.get("speed", [])
+            if row.get("dtype") == dtype and row.get("us_per_tensor", {}).get("clone")]
+    if not rows:
+        raise ValueError(f"record has no speed rows for dtype {dtype!r} with a clone time")
+    labels = []
+    for row in rows:
+        labels += [label for label in row["us_per_tensor"] if label not in labels]
+    ratios = [{label: us / row["us_per_tensor"]["clone"]
+               for label, us in row["us_per_tensor"].items()} for row in rows]
+    values = [value for ratio in ratios for value in ratio.values()]
+    low, high = min(values + [1.0]) / 1.6, max(values + [1.0]) * 2.2
+    columns = 2 if len(rows) > 1 else 1
+    figure, axes = new_figure(math.ceil(len(rows) / columns), columns, width=8.6,
+                              height=0.32 * len(labels) * math.ceil(len(rows) / columns) + 1.6,
+                              sharex=True, sharey=True)
+    axes = np.atleast_1d(axes).flatten()
+    for panel, row, ratio in zip(axes, rows, ratios, strict=False):
+        for y, label in enumerate(labels):
+            colour = (role("reference") if label == "clone" else role("rope")
+                      if label.startswith(("apply_rope", "without Triton")) else role("context"))
+            value = ratio.get(label, math.nan)
+            panel.plot([1.0, value], [y, y], "-", color=colour, lw=2.5, solid_capstyle="butt")
+            panel.plot([value], [y], "o" if colour != role("context") else "s",
+                       color=colour, markersize=7)
+        panel.axvline(1.0, color=role("reference"), linestyle="--", linewidth=1)
+        panel.set_xscale("log")
+        panel.set_xlim(low, high)
+        ticks = one_two_five(low, high)
+        panel.set_xticks(ticks, [number(t) for t in ticks])
+        panel.xaxis.set_minor_locator(NullLocator())
+        panel.set_title(f"{row['case']}\nclone {number(row['us_per_tensor']['clone'])} µs",
+                        fontsize=12)
+    for panel in axes[len(rows):]:
+        panel.set_visible(False)
+    axes[0].set_yticks(range(len(labels)), labels)
+    axes[0].invert_yaxis()
+    gpu = record.get("environment", {}).get("gpu") or record.get("environment", {}).get(
+        "device", "GPU")
+    figure.suptitle(f"{gpu}, {dtype}: time per tensor ÷ time of x.clone() (lower is better)",
+                    fontsize=13)
+    for panel in axes[len(rows) - columns:len(rows)]:
+        panel.set_xlabel("× clone")
+    return figure
