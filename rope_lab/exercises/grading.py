@@ -680,6 +680,9 @@ def _verdict(check, learner: Learner, seed: int) -> str | None:
 
 
 def _grade_in_child(check, function, exercise, forbidden, limit, seed) -> str | None:
+    """The whole grading in a forked child: the learner's answers are read and compared
+    there, so only the feedback (a string) and the printed text come back; nothing the
+    learner returned has to be pickled, and nothing it changed outlives the child."""
     def work(progress):
         learner = Learner(function, exercise, forbidden=forbidden, time_limit=limit,
                           threaded=False, progress=progress)
