@@ -39,7 +39,7 @@ import math
 import numbers
 import os
 import queue
-import select
+import selectors
 import signal
 import sys
 import threading
@@ -321,10 +321,12 @@ def _in_child(work, limit: float) -> dict:
     reply: dict | None = None
     pending = b""
     reaped = False
+    waiting = selectors.DefaultSelector()  # not select.select: a busy kernel's fds pass 1024
+    waiting.register(read_end, selectors.EVENT_READ)
     try:
         while reply is None:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([read_end], [], [], remaining)[0]:
+            if remaining <= 0 or not waiting.select(remaining):
                 os.kill(pid, signal.SIGKILL)
                 reply = {"timeout": True}
                 break
@@ -351,6 +353,7 @@ def _in_child(work, limit: float) -> dict:
         reply.setdefault("running", running)
         return reply
     finally:
+        waiting.close()
         os.close(read_end)
         if not reaped:  # interrupted while waiting: stop the child, leave no zombie
             with contextlib.suppress(ProcessLookupError):
