@@ -14,11 +14,23 @@ def _fresh_session(monkeypatch):
 
 
 def test_report_prints_the_verdict_and_returns_it(capsys):
-    assert exercises.report("05.1", "decay curve", None) is True
-    assert exercises.report("05.2", "beat the bound", "expected 1, got 2") is False
+    passed = exercises.report("05.1", "decay curve", None)
+    failed = exercises.report("05.2", "beat the bound", "expected 1, got 2")
+    assert passed and not failed
+    assert (passed.exercise, passed.passed, failed.feedback) == ("05.1", True,
+                                                                 "expected 1, got 2")
     out = capsys.readouterr().out.splitlines()
     assert out == ["✔ Exercise 05.1 (decay curve): passed",
                    "✘ Exercise 05.2 (beat the bound): expected 1, got 2"]
+
+
+def test_a_verdict_shows_nothing_more_in_a_notebook():
+    """A cell ending with a grader shows its ✔/✘ line only, no stray True/False under it."""
+    from IPython.core.formatters import DisplayFormatter
+
+    verdict = exercises.report("00.1", "the scaled dot product", "no")
+    assert DisplayFormatter().format(verdict) == ({}, {})
+    assert DisplayFormatter().format(False) != ({}, {})  # what a bool showed
 
 
 def test_summary_groups_by_notebook_with_titles_and_feedback(capsys):

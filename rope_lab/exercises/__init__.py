@@ -3,13 +3,15 @@
 A grader calls the learner's function on the notebook's teaching cases and on random inputs
 drawn fresh each time, compares with the package's reference, and prints specific feedback:
 which property failed and the smallest input that shows it. It never raises on a wrong
-answer (a notebook keeps running while a student works); it returns True or False, and the
-solution notebooks ``assert`` that. A failure on random inputs names the seed:
+answer (a notebook keeps running while a student works); it returns a ``Verdict``, true when
+the exercise passed, which the solution notebooks ``assert`` (and which a notebook does not
+display again under the printed line). A failure on random inputs names the seed:
 ``check_…(my_function, seed=…)`` repeats them.
 
 One module per notebook (``rope_in_d_dimensions`` holds 04's graders); ``grading`` holds
-what they share: copies of the inputs, the time limit (``grading.TIME_LIMIT_S``), the
-forbidden shortcuts, and one way to read an answer.
+what they share: where a grading runs (a forked child process on Linux, stopped at the time
+limit ``grading.TIME_LIMIT_S``), copies of the inputs, the forbidden shortcuts, and one way
+to read an answer. The graders are a learning aid: they catch honest mistakes, not cheats.
 
 ``summary()`` prints which exercises passed in this session, to paste into a forum post
 or hand in.

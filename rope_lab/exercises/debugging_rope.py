@@ -36,14 +36,20 @@ def check_position_ids(function: Learner, generator: torch.Generator) -> None:
 
     Real tokens (mask 1) are numbered 0, 1, … in order; padding slots may hold anything.
     """
+    # padding on the left, on the right, none, a row of padding only, and holes: a 0 between
+    # real tokens (a masked-out token) is no token either, so the count skips it
     cases = [_mask([3, 5], 5), _mask([3, 1], 5, left=False), _mask([4], 4), _mask([0, 3], 3),
-             torch.ones(1, 1, dtype=torch.long), _mask([2, 6, 4], 7)]
-    for _ in range(3):
+             torch.ones(1, 1, dtype=torch.long), _mask([2, 6, 4], 7),
+             torch.tensor([[1, 0, 1, 1]]), torch.tensor([[0, 1, 0, 1, 1], [1, 1, 0, 0, 1]])]
+    for number in range(4):
         batch, seq = randint(generator, 1, 4), randint(generator, 1, 12)
-        lengths = [randint(generator, 0, seq) for _ in range(batch)]
-        cases.append(_mask(lengths, seq, left=bool(randint(generator, 0, 1))))
+        if number % 2:  # any 0/1 pattern
+            cases.append(torch.randint(0, 2, (batch, seq), generator=generator))
+        else:
+            lengths = [randint(generator, 0, seq) for _ in range(batch)]
+            cases.append(_mask(lengths, seq, left=bool(randint(generator, 0, 1))))
     for number, mask in enumerate(cases):
-        function.random = number >= 6
+        function.random = number >= 8
         answer = function(mask)
         what = f"for attention_mask = {mask.tolist()}"
         tensor = answer_tensor(answer, what, kind="int", shape=mask.shape)
@@ -51,7 +57,11 @@ def check_position_ids(function: Learner, generator: torch.Generator) -> None:
         real = mask == 1
         if torch.equal(tensor[real], expected[real]):
             continue
-        hints = [(torch.arange(mask.shape[1]).expand_as(mask),
+        first_real = torch.where(real.any(-1), real.long().argmax(-1), 0)[:, None]
+        hints = [(torch.arange(mask.shape[1]) - first_real,
+                  "you counted slots from the row's first real token, but a 0 between real "
+                  "tokens is not a token either: count the real tokens before each one"),
+                 (torch.arange(mask.shape[1]).expand_as(mask),
                   "you numbered the padding too: count real tokens only, so a left-padded row's "
                   "first real token gets position 0"),
                  (mask.cumsum(-1), "off by one: the first real token gets position 0, not 1"),
@@ -70,11 +80,12 @@ def check_position_ids(function: Learner, generator: torch.Generator) -> None:
 def check_packed_positions(function: Learner, generator: torch.Generator) -> None:
     """11.2: ``function(lengths)`` returns ``(1, sum(lengths))`` positions restarting at 0
     for every document, as transformers' ``DataCollatorWithFlattening`` writes them."""
-    cases = [[3, 2], [5], [1, 1, 1], [2, 5, 3], [4, 1]]
+    # an empty document (length 0) adds no position, wherever it sits
+    cases = [[3, 2], [5], [1, 1, 1], [2, 5, 3], [4, 1], [3, 0, 2], [0, 4], [2, 0], [0]]
     for _ in range(3):
-        cases.append([randint(generator, 1, 9) for _ in range(randint(generator, 1, 5))])
+        cases.append([randint(generator, 0, 9) for _ in range(randint(generator, 1, 5))])
     for number, lengths in enumerate(cases):
-        function.random = number >= 5
+        function.random = number >= 9
         answer = function(list(lengths))
         expected = hf_positions.packed_position_ids(lengths)
         what = f"for lengths = {lengths}"
@@ -82,11 +93,15 @@ def check_packed_positions(function: Learner, generator: torch.Generator) -> Non
         if failure is None:
             continue
         total = sum(lengths)
+        one_each = torch.cat([torch.arange(max(n, 1)) for n in lengths])[None]
         if matches(answer, torch.arange(total)[None], atol=0):
             failure = (f"{what}: the positions never restart; each document starts again at "
                        "0 (that restart is how varlen attention finds the boundary)")
         elif matches(answer, expected + 1, atol=0):
             failure = f"{what}: off by one: every document starts at position 0, not 1"
+        elif 0 in lengths and matches(answer, one_each, atol=0):
+            failure = (f"{what}: you gave an empty document (length 0) a position; it has no "
+                       f"tokens, so it adds nothing: {total} positions in all")
         raise Wrong(failure)
 
 
@@ -119,7 +134,7 @@ def _tables(positions, rotary_dim, base):
     return emb.cos().float(), emb.sin().float()
 
 
-@grader("11.3", "partial rotary, the bug fixed")
+@grader("11.3", "partial rotary, the bug fixed", preload=("transformers",))
 def check_partial_rotary(function: Learner, generator: torch.Generator) -> None:
     """11.3: ``function(q, k, cos, sin) -> (q, k)`` rotates the first r = cos.shape[-1]
     features of each head in pairs (i, i + r/2) and passes the rest through.

@@ -2,30 +2,51 @@
 
 A grader (``check_*``) is a plain function that builds its test cases, calls the learner's
 function through a :class:`Learner` and raises :class:`Wrong` with one line of feedback at
-the first mistake. The :func:`grader` decorator turns that into a printed ✔/✘ verdict and
-True/False, so no mistake of the learner's can end in a traceback from the grader:
+the first mistake. The :func:`grader` decorator turns that into a printed ✔/✘ verdict and a
+:class:`Verdict` (true when passed), so no mistake of the learner's can end in a traceback
+from the grader:
 
-- the learner gets deep copies of the inputs, so the reference is computed from untouched ones;
-- every call runs in a daemon thread against one deadline per grader (:data:`TIME_LIMIT_S`):
-  a function that never returns costs the notebook that long, then the verdict comes;
+- on Linux the whole grading runs in a forked child process (:func:`isolation`): a function
+  that never returns, even one that holds the GIL in C code (``sum(itertools.repeat(1))``),
+  is stopped at the time limit (:data:`TIME_LIMIT_S`, all calls together), and whatever the
+  function changes (``torch.equal``, the default dtype, the notebook's variables) ends with
+  the child; what it prints is shown in the notebook. Elsewhere (macOS, Windows, or once the
+  notebook has started CUDA) it runs in this process on a thread: the grader saves and puts
+  back what a function can change, but cannot stop one that never returns;
+- modules the exercise or the learner's code imports are imported before the clock starts;
+- the learner gets deep copies of the inputs, and the reference is computed after it returns;
 - each grader adds random cases drawn from a fresh seed (``os.urandom``, never torch's global
   generator, so the notebook's own seeded numbers do not move); a failure names the seed;
 - a package function the exercise text forbids raises while the learner's code runs.
+
+The graders are a learning aid, not an exam: they catch honest mistakes and name them. Code
+that sets out to fool them (reading the grader's variables, patching what it calls) runs with
+the grader's own rights and can; nothing here pretends otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import dis
 import functools
+import importlib
+import importlib.util
 import inspect
+import io
+import json
 import math
 import numbers
 import os
 import queue
+import selectors
+import signal
 import sys
 import threading
 import time
 import traceback
+import types
+import warnings
 
 import torch
 
@@ -42,7 +63,29 @@ class Wrong(Exception):
     """Raised inside a grader with the one line of feedback for the learner."""
 
 
-def report(exercise: str, title: str, failure: str | None) -> bool:
+class Verdict:
+    """What a grader returns: true when the exercise passed.
+
+    Its line is already printed, so a notebook cell that ends with the grader shows nothing
+    more (a bare ``False`` under the ✘ line read like a second message).
+    """
+
+    __slots__ = ("exercise", "title", "passed", "feedback")
+
+    def __init__(self, exercise: str, title: str, passed: bool, feedback: str):
+        self.exercise, self.title, self.passed, self.feedback = exercise, title, passed, feedback
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return f"Verdict(exercise={self.exercise!r}, passed={self.passed})"
+
+    def _ipython_display_(self) -> None:
+        """Nothing: the verdict line above says it all."""
+
+
+def report(exercise: str, title: str, failure: str | None) -> Verdict:
     """Record and print the verdict for one exercise. ``failure`` None means passed."""
     if failure is not None:
         failure = " ".join(str(failure).split())  # one line, whatever the message held
@@ -54,7 +97,7 @@ def report(exercise: str, title: str, failure: str | None) -> bool:
         print(f"✔ Exercise {exercise} ({title}): passed")
     else:
         print(f"✘ Exercise {exercise} ({title}): {failure}")
-    return passed
+    return Verdict(exercise, title, passed, failure or "")
 
 
 def _notebook_title(number: str) -> str:
@@ -105,6 +148,247 @@ def fresh_seed() -> int:
     return int.from_bytes(os.urandom(4), "little")
 
 
+# --- how a grading runs ----------------------------------------------------------------------
+
+# "auto": in a forked child process where that is safe (Linux, CUDA not started in this
+# process), else in this process on a thread. "fork" or "thread" force one of the two.
+ISOLATION = "auto"
+_ISOLATIONS = ("auto", "fork", "thread")
+
+
+def isolation() -> str:
+    """How the next grading runs: ``"fork"`` (a child process that can be stopped) or
+    ``"thread"`` (this process; a function that never returns keeps running)."""
+    if ISOLATION not in _ISOLATIONS:
+        raise ValueError(f"grading.ISOLATION must be one of {_ISOLATIONS}, got {ISOLATION!r}")
+    if ISOLATION != "auto":
+        return ISOLATION if hasattr(os, "fork") else "thread"
+    # macOS has fork, but its system libraries may crash in a forked child of a process with
+    # threads (why Python's multiprocessing spawns there); Windows has no fork. A child of a
+    # process that started CUDA cannot use CUDA, and a learner's answer may use the GPU.
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return "thread"
+    if torch.cuda.is_initialized():
+        return "thread"
+    return "fork"
+
+
+def _why_not_stopped() -> str:
+    if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
+        return f"on {sys.platform} the grader cannot stop it"
+    if torch.cuda.is_initialized():
+        return ("this notebook has started CUDA, so the grader ran it in this process and "
+                "cannot stop it")
+    return "the grader ran it in this process (grading.ISOLATION) and cannot stop it"
+
+
+def _timeout_message(limit: float, inputs: str | None, *, stopped: bool) -> str:
+    """``inputs``: those of the call still running, or None when the time ran out between
+    the learner's calls (in the grader's own work: a busy machine, not the learner's loop)."""
+    again = (f"raise exercises.grading.TIME_LIMIT_S (now {TIME_LIMIT_S:g}) and run the cell "
+             "again")
+    if inputs is None:
+        return (f"the grading had not finished after {limit:g} s, but your function was not "
+                f"what was running (every call to it had returned): the machine is probably "
+                f"busy; {again}")
+    message = (f"your function had not finished after {limit:g} s, all its calls together "
+               f"(it was running on inputs ({inputs})). A loop that never ends, work that "
+               f"grows too fast with the input, or a busy machine each do this; if yours is "
+               f"just slow, {again}")
+    if not stopped:
+        message += (f". It may still be running: {_why_not_stopped()}; if the notebook stays "
+                    "busy, restart the kernel")
+    return message
+
+
+def _imported_names(code, depth: int = 0) -> set[str]:
+    """Modules a function's code imports (``import x.y``, ``from x import y``), nested code
+    included."""
+    names = set()
+    for instruction in dis.get_instructions(code):
+        if instruction.opname == "IMPORT_NAME" and isinstance(instruction.argval, str):
+            names.add(instruction.argval)
+    if depth < 3:
+        for constant in code.co_consts:
+            if isinstance(constant, types.CodeType):
+                names |= _imported_names(constant, depth + 1)
+    return names
+
+
+def _preload(function, modules: tuple[str, ...]) -> None:
+    """Import, before the clock starts, what the exercise and the learner's code import, so a
+    correct answer's first ``import transformers`` (seconds) never counts against its time.
+
+    A module that does not import is left for the learner's call to report.
+    """
+    wanted = set(modules)
+    code = getattr(function, "__code__", None)
+    if isinstance(code, types.CodeType):
+        wanted |= _imported_names(code)
+    for name in sorted(wanted):
+        if name in sys.modules or name.startswith("."):
+            continue
+        try:
+            if importlib.util.find_spec(name.split(".")[0]) is not None:
+                importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the learner's own call reports it, with its line
+            continue
+
+
+class _Capture(io.TextIOBase):
+    """A child's stdout or stderr, kept (up to a limit) to print in the notebook."""
+
+    LIMIT = 20_000
+
+    def __init__(self):
+        self.parts: list[str] = []
+        self.size = 0
+        self.dropped = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text) -> int:
+        text = str(text)
+        room = self.LIMIT - self.size
+        self.parts.append(text[:max(room, 0)])
+        self.size += min(len(text), max(room, 0))
+        self.dropped += max(len(text) - max(room, 0), 0)
+        return len(text)
+
+    def text(self) -> str:
+        more = f"\n… ({self.dropped} more characters not shown)\n" if self.dropped else ""
+        return "".join(self.parts) + more
+
+
+def _send(fd: int, message: dict) -> None:
+    data = (json.dumps(message) + "\n").encode()
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _child(work, read_end: int, write_end: int):
+    """The forked child: run ``work``, send its result, never return (``os._exit``)."""
+    status = 0
+    try:
+        os.close(read_end)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is the parent's to handle
+        # The parent's OpenMP pool did not survive the fork: GNU OpenMP hangs in a child that
+        # starts a parallel region, so torch runs single-threaded here.
+        torch.set_num_threads(1)
+        out, err = _Capture(), _Capture()
+        sys.stdout, sys.stderr = out, err
+        before = set(sys.modules)
+        result = work(lambda inputs: _send(write_end, {"running": inputs}))
+        imported = sorted(name for name in set(sys.modules) - before
+                          if sys.modules.get(name) is not None)
+        _send(write_end, {"result": result, "out": out.text(), "err": err.text(),
+                          "imported": imported})
+    except BaseException:  # noqa: BLE001 - a grader's own bug: reported, never a hang
+        try:
+            _send(write_end, {"grader_error": traceback.format_exc(limit=-3)})
+        except BaseException:  # noqa: BLE001
+            status = 70
+    finally:
+        os._exit(status)
+
+
+def _in_child(work, limit: float) -> dict:
+    """Run ``work(progress)`` in a forked child, at most ``limit`` seconds.
+
+    ``progress(inputs)`` in the child reports the inputs of the learner's call starting,
+    ``progress(None)`` its return. Returns the child's last message: ``{"result": …, "out": …,
+    "err": …}`` when it finished, ``{"timeout": True, "running": inputs}`` when it was
+    stopped, or ``{"died": status, "running": inputs}`` when it ended without answering (a
+    crash in compiled code, ``os._exit``, the out-of-memory killer). No child outlives the
+    wait, also when it is interrupted; one that answered is reaped at the next grading.
+    """
+    _reap_finished()
+    read_end, write_end = os.pipe()
+    try:
+        with warnings.catch_warnings():  # Python ≥ 3.12 warns about fork in a threaded process
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError as error:
+        os.close(read_end)
+        os.close(write_end)
+        raise _NoFork(str(error)) from error
+    if pid == 0:
+        _child(work, read_end, write_end)
+    os.close(write_end)
+    deadline = time.monotonic() + limit
+    running: str | None = None
+    reply: dict | None = None
+    pending = b""
+    reaped = False
+    waiting = selectors.DefaultSelector()  # not select.select: a busy kernel's fds pass 1024
+    waiting.register(read_end, selectors.EVENT_READ)
+    try:
+        while reply is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not waiting.select(remaining):
+                os.kill(pid, signal.SIGKILL)
+                reply = {"timeout": True}
+                break
+            chunk = os.read(read_end, 1 << 16)
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                message = json.loads(line)
+                if "running" in message:
+                    running = message["running"]
+                else:
+                    reply = message
+        if reply is not None and "timeout" not in reply:
+            # It answered and is in os._exit: tearing down a copy of this process takes tens
+            # of milliseconds, which the notebook need not wait for.
+            _exiting.append(pid)
+        else:
+            status = os.waitpid(pid, 0)[1]
+            if reply is None:
+                reply = {"died": status}
+        reaped = True
+        reply.setdefault("running", running)
+        return reply
+    finally:
+        waiting.close()
+        os.close(read_end)
+        if not reaped:  # interrupted while waiting: stop the child, leave no zombie
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+class _NoFork(Exception):
+    """os.fork failed: the grading runs in this process instead."""
+
+
+# children that answered and were exiting when the grading returned, reaped at the next one
+_exiting: list[int] = []
+
+
+def _reap_finished() -> None:
+    for pid in list(_exiting):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler)
+            done = pid
+        if done:
+            _exiting.remove(pid)
+
+
+def _death(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ \
+            else str(number)
+        why = " (out of memory?)" if number == signal.SIGKILL else ""
+        return f"killed by {name}{why}"
+    return f"exit status {os.WEXITSTATUS(status)}"
+
+
 # --- calling the learner ---------------------------------------------------------------------
 
 
@@ -142,9 +426,9 @@ class _Forbidden:
     """While active, the listed package functions raise when the learner's code calls them.
 
     The stand-ins replace every binding a learner can reach (``rl.f``, ``rope_lab.module.f``,
-    a name imported into the notebook) and raise only on the learner's thread, and only when
-    called from outside the package, so the grader's reference and the package's own
-    internals keep working.
+    a name imported into the notebook) and raise only while the learner's function runs (on
+    the thread running it), and only when called from outside the package, so the grader's
+    reference and the package's own internals keep working.
     """
 
     def __init__(self, exercise: str, names: tuple[str, ...], function):
@@ -199,23 +483,93 @@ class _Forbidden:
         return False
 
 
+class _SessionState:
+    """What a learner's function can change for the whole session, saved and put back.
+
+    Needed only when a grading runs in this process (a forked child's changes end with it):
+    functions patched into torch, ``torch.Tensor``, ``torch.nn.functional``, ``math`` or the
+    package (``torch.equal = …``, ``rl.checks = …``), the default dtype and device, grad mode,
+    deterministic algorithms, the thread count and the global random generators. Names the
+    learner added are left alone (a lazily imported submodule is one).
+    """
+
+    def __init__(self):
+        import random
+
+        self.namespaces = [(module, dict(vars(module))) for module in self._modules()]
+        self.tensor_type = dict(vars(torch.Tensor))
+        self.dtype, self.grad = torch.get_default_dtype(), torch.is_grad_enabled()
+        self.device = torch.get_default_device()
+        self.deterministic = torch.are_deterministic_algorithms_enabled()
+        self.threads = torch.get_num_threads()
+        self.torch_rng = torch.get_rng_state()
+        self.python_rng = random.getstate()
+        numpy = sys.modules.get("numpy")
+        self.numpy_rng = numpy.random.get_state() if numpy is not None else None
+
+    @staticmethod
+    def _modules():
+        return [torch, torch.nn.functional, torch.linalg, torch.fft, math] + [
+            module for name, module in list(sys.modules.items())
+            if (name == "rope_lab" or name.startswith("rope_lab.")) and module is not None]
+
+    def restore(self) -> None:
+        import random
+
+        for module, saved in self.namespaces:
+            namespace = vars(module)
+            for key, value in saved.items():
+                if namespace.get(key, _MISSING) is not value:
+                    namespace[key] = value
+        for key in set(vars(torch.Tensor)) - set(self.tensor_type):  # a method patched in
+            with contextlib.suppress(AttributeError, TypeError):
+                delattr(torch.Tensor, key)
+        for key, value in self.tensor_type.items():
+            if vars(torch.Tensor).get(key, _MISSING) is not value:
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(torch.Tensor, key, value)
+        if torch.get_default_dtype() != self.dtype:
+            torch.set_default_dtype(self.dtype)
+        if torch.get_default_device() != self.device:
+            torch.set_default_device(self.device if self.device.type != "cpu" else None)
+        if torch.is_grad_enabled() != self.grad:
+            torch.set_grad_enabled(self.grad)
+        if torch.are_deterministic_algorithms_enabled() != self.deterministic:
+            torch.use_deterministic_algorithms(self.deterministic)
+        if torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
+        torch.set_rng_state(self.torch_rng)
+        random.setstate(self.python_rng)
+        numpy = sys.modules.get("numpy")
+        if self.numpy_rng is not None and numpy is not None:
+            numpy.random.set_state(self.numpy_rng)
+
+
+_MISSING = object()
+
+
 class Learner:
     """The learner's function as a grader calls it: on copies, within the time limit.
 
     ``learner(*args)`` returns the answer, or raises :class:`Wrong` with the feedback for a
-    crash, a forbidden shortcut or running out of time. All calls run one after another on
-    one daemon thread; the grader waits for each against a single deadline, so a function
-    that never returns costs :data:`TIME_LIMIT_S` once, and the notebook goes on (the thread
-    cannot be stopped; it ends when the function does). ``learner.random`` is set by the
-    grader once its random cases start, so a failure there names the seed.
+    crash or a forbidden shortcut. ``learner.random`` is set by the grader once its random
+    cases start, so a failure there names the seed.
+
+    In a forked child (``threaded=False``) the calls run directly and ``progress`` hears the
+    inputs of each call before it starts: the parent enforces the time limit and names those
+    inputs if it has to stop the child. In this process (``threaded=True``) all calls run one
+    after another on one worker thread, and the grader waits for each against a single
+    deadline: a function that never returns costs :data:`TIME_LIMIT_S` once and the notebook
+    goes on, but that thread cannot be stopped.
     """
 
     def __init__(self, function, exercise: str, *, forbidden: tuple[str, ...] = (),
-                 time_limit: float):
+                 time_limit: float, threaded: bool = True, progress=None):
         self.function, self.exercise = function, exercise
         self.time_limit = time_limit
         self.deadline = time.monotonic() + time_limit
         self.random = False
+        self.threaded, self.progress = threaded, progress
         self._guard = _Forbidden(exercise, forbidden, function)
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
@@ -227,21 +581,12 @@ class Learner:
     def map(self, calls: list[tuple]) -> list:
         """Answers to several calls, run one after another."""
         calls = copy.deepcopy(list(calls))  # the grader's own inputs stay untouched
-        done = threading.Event()
         answers: list = []
         crash: list[tuple[tuple, BaseException]] = []
-        if not self._stuck:
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._serve, daemon=True,
-                                                name=f"rope_lab exercise {self.exercise}")
-                self._worker.start()
-            self._jobs.put((calls, answers, crash, done))
-        remaining = self.deadline - time.monotonic()
-        if self._stuck or remaining <= 0 or not done.wait(remaining):
-            self._stuck = True
-            raise Wrong(f"your function took longer than {self.time_limit:g} s in total "
-                        f"(still running on inputs ({self._inputs(calls, len(answers))})); "
-                        "look for a loop that does not end or work that grows too fast")
+        if self.threaded:
+            self._map_on_worker(calls, answers, crash)
+        else:
+            self._run(calls, answers, crash)
         if self._guard.used is not None:
             raise Wrong(self._guard.used)
         if crash:
@@ -252,16 +597,41 @@ class Learner:
             raise Wrong(message)
         return answers
 
-    def _serve(self):
+    def _run(self, calls, answers, crash):
         self._guard.learner_thread = threading.get_ident()
-        while (job := self._jobs.get()) is not None:
-            calls, answers, crash, done = job
+        try:
             for args in calls:
+                if self.progress is not None:
+                    self.progress(self._inputs([args], 0))
                 try:
                     answers.append(self.function(*args))
                 except BaseException as error:  # the learner's bug, reported, not raised
                     crash.append((args, error))
                     break
+                finally:
+                    if self.progress is not None:
+                        self.progress(None)  # returned: time from here on is the grader's
+        finally:
+            self._guard.learner_thread = None
+
+    def _map_on_worker(self, calls, answers, crash):
+        done = threading.Event()
+        if not self._stuck:
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._serve, daemon=True,
+                                                name=f"rope_lab exercise {self.exercise}")
+                self._worker.start()
+            self._jobs.put((calls, answers, crash, done))
+        remaining = self.deadline - time.monotonic()
+        if self._stuck or remaining <= 0 or not done.wait(remaining):
+            self._stuck = True
+            raise Wrong(_timeout_message(self.time_limit, self._inputs(calls, len(answers)),
+                                         stopped=False))
+
+    def _serve(self):
+        while (job := self._jobs.get()) is not None:
+            calls, answers, crash, done = job
+            self._run(calls, answers, crash)
             done.set()
 
     def __enter__(self):
@@ -271,7 +641,11 @@ class Learner:
     def __exit__(self, *exc):
         self._guard.__exit__(*exc)
         if self._worker is not None:
-            self._jobs.put(None)  # a worker that is not stuck ends here
+            self._jobs.put(None)  # a worker that is not stuck ends here …
+            if not self._stuck:
+                # … and is joined: a thread still unwinding when the interpreter exits can
+                # abort it ("terminate called without an active exception")
+                self._worker.join()
         return False
 
     @staticmethod
@@ -281,7 +655,8 @@ class Learner:
 
 
 def call_learner(function, *args):
-    """One call as a grader makes it: ``(answer, None)`` or ``(None, feedback)``."""
+    """One call as a grader makes it, in this process: ``(answer, None)`` or
+    ``(None, feedback)``."""
     learner = Learner(function, "", time_limit=TIME_LIMIT_S)
     try:
         with learner:
@@ -290,12 +665,72 @@ def call_learner(function, *args):
         return None, str(wrong)
 
 
+def _verdict(check, learner: Learner, seed: int) -> str | None:
+    """Run one grading: None when it passed, else the one line of feedback."""
+    generator = torch.Generator().manual_seed(int(seed))
+    try:
+        with learner:
+            check(learner, generator)
+        failure = None
+    except Wrong as wrong:
+        failure = str(wrong)
+    except Exception as error:  # an answer no grader foresaw: still one line
+        failure = (f"could not check your answer ({type(error).__name__}: "
+                   f"{(str(error).splitlines() or [''])[0][:160]})")
+    if failure is not None and learner.random:
+        failure += f" [random inputs: {check.__name__}(…, seed={seed}) repeats them]"
+    return failure
+
+
+def _grade_in_child(check, function, exercise, forbidden, limit, seed) -> str | None:
+    """The whole grading in a forked child: the learner's answers are read and compared
+    there, so only the feedback (a string) and the printed text come back; nothing the
+    learner returned has to be pickled, and nothing it changed outlives the child."""
+    def work(progress):
+        learner = Learner(function, exercise, forbidden=forbidden, time_limit=limit,
+                          threaded=False, progress=progress)
+        return _verdict(check, learner, seed)
+
+    reply = _in_child(work, limit)
+    # What the grading imported lazily (torch imports sympy on its first broadcast_shapes,
+    # seconds) died with the child: import it here, outside any clock, so the next child has it.
+    for name in reply.get("imported", ()):
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+    if reply.get("out"):
+        sys.stdout.write(reply["out"])
+    if reply.get("err"):
+        sys.stderr.write(reply["err"])
+    if "result" in reply:
+        return reply["result"]
+    if reply.get("timeout"):
+        return _timeout_message(limit, reply["running"], stopped=True)
+    if "grader_error" in reply:
+        last = reply["grader_error"].strip().splitlines()[-1]
+        return f"could not check your answer (the grader failed: {last[:160]})"
+    where = f" on inputs ({reply['running']})" if reply["running"] is not None else ""
+    return (f"the process running your function ended without an answer{where}: "
+            f"{_death(reply['died'])}. A crash in compiled code, os._exit or running out of "
+            "memory each do this")
+
+
+def _grade_in_process(check, function, exercise, forbidden, limit, seed) -> str | None:
+    state = _SessionState()
+    try:
+        learner = Learner(function, exercise, forbidden=forbidden, time_limit=limit)
+        return _verdict(check, learner, seed)
+    finally:
+        state.restore()
+
+
 def grader(exercise: str, title: str, *, forbidden: tuple[str, ...] = (),
-           time_factor: float = 1.0):
+           time_factor: float = 1.0, preload: tuple[str, ...] = ()):
     """Turn ``check(learner, seed)`` (raises :class:`Wrong`) into a printed verdict.
 
     ``forbidden``: dotted names of package functions the exercise text rules out.
     ``time_factor`` scales :data:`TIME_LIMIT_S` for an exercise whose honest answer is slow.
+    ``preload``: modules a correct answer may import (``"transformers"``), imported before the
+    clock starts.
     """
     def decorate(check):
         parameter = next(iter(inspect.signature(check).parameters))
@@ -304,7 +739,7 @@ def grader(exercise: str, title: str, *, forbidden: tuple[str, ...] = (),
             inspect.Parameter("seed", inspect.Parameter.KEYWORD_ONLY, default=None)])
 
         @functools.wraps(check)
-        def run(*args, **kwargs) -> bool:
+        def run(*args, **kwargs) -> Verdict:
             try:
                 bound = signature.bind(*args, **kwargs)
             except TypeError as error:
@@ -318,24 +753,18 @@ def grader(exercise: str, title: str, *, forbidden: tuple[str, ...] = (),
                 seed = fresh_seed()
             elif not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
                 raise TypeError(f"{check.__name__}: seed must be an int, got {seed!r}")
-            learner = Learner(function, exercise, forbidden=forbidden,
-                              time_limit=TIME_LIMIT_S * time_factor)
-            generator = torch.Generator().manual_seed(int(seed))
+            _preload(function, preload)
+            arguments = (check, function, exercise, forbidden, TIME_LIMIT_S * time_factor,
+                         int(seed))
             try:
-                with learner:
-                    check(learner, generator)
-                failure = None
-            except Wrong as wrong:
-                failure = str(wrong)
-            except Exception as error:  # an answer no grader foresaw: still one line
-                failure = (f"could not check your answer ({type(error).__name__}: "
-                           f"{(str(error).splitlines() or [''])[0][:160]})")
-            if failure is not None and learner.random:
-                failure += f" [random inputs: {check.__name__}(…, seed={seed}) repeats them]"
+                failure = (_grade_in_child(*arguments) if isolation() == "fork"
+                           else _grade_in_process(*arguments))
+            except _NoFork:  # no process to spare (EAGAIN, ENOMEM): grade here instead
+                failure = _grade_in_process(*arguments)
             return report(exercise, title, failure)
 
         run.__signature__ = signature  # what a learner sees; show_source still finds check
-        run.exercise, run.title = exercise, title
+        run.exercise, run.title, run.preload = exercise, title, preload
         return run
 
     return decorate
@@ -378,13 +807,16 @@ def answer_tensor(answer, what: str, *, kind: str = "float", shape=None) -> torc
                     + (f" of shape {tuple(shape)}" if shape is not None else ""))
     if tensor.layout != torch.strided:
         tensor = tensor.to_dense()
-    tensor = tensor.cpu()
+    tensor = _signed(tensor.cpu(), prefix)
     if tensor.is_complex():
         raise Wrong(f"{prefix}your function returned a complex tensor ({tensor.dtype}); return "
                     "a real one (.real, or torch.view_as_real for the (real, imaginary) pairs)")
     if tensor.dtype == torch.bool:
         raise Wrong(f"{prefix}your function returned a bool tensor; return "
                     + ("numbers" if kind == "float" else "integer indices"))
+    if tensor.numel() == 0 and kind != "real":
+        # no values to be wrong: torch.tensor([]) is float32, np.array([]) float64
+        tensor = tensor.to(torch.float64 if kind == "float" else torch.int64)
     if kind == "real":
         pass
     elif kind == "float" and not tensor.is_floating_point():
@@ -404,6 +836,21 @@ def answer_tensor(answer, what: str, *, kind: str = "float", shape=None) -> torc
     return tensor
 
 
+_UNSIGNED = tuple(getattr(torch, name) for name in ("uint16", "uint32", "uint64")
+                  if hasattr(torch, name))
+
+
+def _signed(tensor: torch.Tensor, prefix: str) -> torch.Tensor:
+    """uint16/32/64 as int64: torch does little arithmetic on them (no promotion, no max),
+    and right values in an unsigned type are right values."""
+    if tensor.dtype not in _UNSIGNED:
+        return tensor
+    if tensor.numel() and bool((tensor.double() >= 2.0**63).any()):
+        raise Wrong(f"{prefix}your answer ({tensor.dtype}) holds values of 2^63 or more; "
+                    "did a negative number wrap around?")
+    return tensor.to(torch.int64)
+
+
 def _is_numpy_array(value) -> bool:
     numpy = sys.modules.get("numpy")
     return numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic))
@@ -419,6 +866,7 @@ def answer_number(answer, what: str, *, integer: bool = False) -> float | int:
     value = answer
     if isinstance(value, torch.Tensor) or _is_numpy_array(value):
         tensor = torch.as_tensor(value) if not isinstance(value, torch.Tensor) else value
+        tensor = _signed(tensor.detach().cpu(), prefix)
         if tensor.numel() != 1:
             raise Wrong(f"{prefix}return one number, got a {type(value).__name__} of shape "
                         f"{tuple(tensor.shape)}")
@@ -429,10 +877,17 @@ def answer_number(answer, what: str, *, integer: bool = False) -> float | int:
         value = tensor.reshape(()).item()
     if isinstance(value, bool) or not isinstance(value, numbers.Number):
         raise Wrong(f"{prefix}return a number, got {_kind_of(value)}")
-    if isinstance(value, complex) or not isinstance(value, numbers.Real):
+    if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
         raise Wrong(f"{prefix}return a real number, got {value!r} (a complex number; keep "
                     "its real part, .real)")
-    value = float(value) if not isinstance(value, numbers.Integral) else int(value)
+    if isinstance(value, numbers.Integral):
+        value = int(value)
+    else:  # float, Fraction, Decimal (a Number, not registered as Real), numpy floats
+        try:
+            value = float(value)
+        except (TypeError, ValueError, OverflowError) as error:
+            raise Wrong(f"{prefix}could not read your {type(value).__name__} {value!r} as a "
+                        f"number ({error})") from None
     if isinstance(value, float) and math.isnan(value):
         raise Wrong(f"{prefix}your function returned NaN")
     if isinstance(value, float) and math.isinf(value):

@@ -71,9 +71,23 @@ def check_non_positive_normalizer(function: Learner, generator: torch.Generator)
                     f"and {tuple(k.shape)}")
     rotated = la.linear_attention_normalizers(q, k, causal=True, rotated=True)
     plain = la.linear_attention_normalizers(q, k, causal=True, rotated=False)
-    if float(rotated.min()) > 0:
+    # NaN ≤ 0 is False and inf − inf is NaN: a normalizer that overflowed proves nothing
+    if not bool(torch.isfinite(rotated).all() & torch.isfinite(plain).all()):
+        largest = float(torch.cat((q, k)).abs().max())
+        raise Wrong(f"with entries up to {largest:.3g} the normalizers overflow to inf or NaN "
+                    "(φ(x) = elu(x) + 1 grows like x, and a normalizer multiplies two of them); "
+                    "that proves nothing about the rotation: keep the entries moderate")
+    broken = rotated <= 0
+    if not bool(broken.any()):
         raise Wrong(f"the smallest rotated normalizer is {float(rotated.min()):.4g} > 0. "
                     "Hint: pair 1 (features 1 and 3) turns 100× slower than pair 0; "
                     "make φ small there.")
-    print(f"  rotated normalizer min {float(rotated.min()):.4g}; "
-          f"unrotated min {float(plain.min()):.4g} (positive, as always)")
+    if not bool((broken & (plain > 0)).any()):
+        m = int(torch.nonzero(broken)[0])
+        raise Wrong(f"at query {m} the unrotated normalizer is {float(plain[m]):.3g} too: φ "
+                    "underflowed to 0 (φ(x) = e^x for x < 0, which is 0 in float64 below "
+                    "x ≈ −745), so the rotation did not make it ≤ 0. Make φ small, not zero "
+                    "(x = −30 gives e^−30)")
+    m = int(torch.nonzero(broken & (plain > 0))[0])
+    print(f"  rotated normalizer at query {m}: {float(rotated[m]):.4g}; unrotated "
+          f"{float(plain[m]):.4g} (positive, as always)")

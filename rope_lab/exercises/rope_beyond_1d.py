@@ -67,11 +67,13 @@ def check_mrope_positions(function: Learner, generator: torch.Generator) -> None
     failures = {}
     for rule in nd.MROPE_RULES:
         failures[rule] = next(
-            (failure for case, answer in answers
+            ((number, failure) for number, (case, answer) in enumerate(answers)
              if (failure := compare(answer, nd.mrope_positions(*case, rule=rule), atol=0,
                                     what=f"for (text_before, grid_thw, text_after) = {case}"))
              is not None), None)
         if failures[rule] is None:
             return
-    raise Wrong(f"{failures['qwen2-vl']} (transformers ≥ 5.3's rule, text resuming at "
-                f"s + max(rows, columns), is accepted too: {failures['transformers']})")
+    # the seed matters only if a failure shown is on a random layout
+    function.random = max(number for number, _ in failures.values()) >= len(cases)
+    raise Wrong(f"{failures['qwen2-vl'][1]} (transformers ≥ 5.3's rule, text resuming at "
+                f"s + max(rows, columns), is accepted too: {failures['transformers'][1]})")

@@ -26,6 +26,8 @@ from rope_lab.rope import inv_freq
 
 FORBIDDEN = ("rope_lab.hf.inv_freq_from_config", "rope_lab.hf.config.inv_freq_from_config",
              "rope_lab.hf.inv_freq_from_spec", "rope_lab.hf.config.inv_freq_from_spec")
+# an answer may read transformers' own code (its rope functions): imported before the clock
+PRELOAD = ("transformers",)
 RTOL = 1e-6  # float32 answers are exact to about 6e-8; the reference is rounded once
 
 
@@ -86,7 +88,7 @@ def _hint(answer, config, expected) -> str | None:
     return None
 
 
-@grader("10.1", "inv_freq from a config.json", forbidden=FORBIDDEN)
+@grader("10.1", "inv_freq from a config.json", forbidden=FORBIDDEN, preload=PRELOAD)
 def check_config_inv_freq(function: Learner, generator: torch.Generator) -> None:
     """10.1: ``function(config)`` returns the ``(rotary_dim // 2,)`` θ_i of a config dict.
 
@@ -112,8 +114,8 @@ def check_config_inv_freq(function: Learner, generator: torch.Generator) -> None
                              factor=factor, old_type_key=bool(randint(generator, 0, 1))))
     for number, config in enumerate(cases):
         function.random = number >= 6
-        expected = _expected(config)
         answer = function(copy.deepcopy(config))
+        expected = _expected(config)
         what = f"for config = {config}"
         failure = compare(answer, expected, atol=_tolerance(expected), what=what)
         if failure is not None:
@@ -121,10 +123,15 @@ def check_config_inv_freq(function: Learner, generator: torch.Generator) -> None
             raise Wrong(f"{what}: {hint}" if hint else failure)
 
 
-def _longrope_config(head_dim, base, original, *, factors, top_level_original, schema):
+def _longrope_config(head_dim, base, original, *, factors, top_level_original, schema,
+                     heads=2, longest=None):
+    """A Phi-3 style config; ``longest`` (max_position_embeddings) defaults to 32 × original,
+    as in Phi-3-mini-128k (Phi-3-small-128k has 16 ×): only original_max_position_embeddings
+    decides the switch."""
     short, long = factors
-    config = {"model_type": "phi3", "hidden_size": 2 * head_dim, "num_attention_heads": 2,
-              "max_position_embeddings": 32 * original}
+    config = {"model_type": "phi3", "hidden_size": heads * head_dim,
+              "num_attention_heads": heads,
+              "max_position_embeddings": longest or 32 * original}
     block = {"short_factor": short, "long_factor": long}
     if top_level_original:
         config["original_max_position_embeddings"] = original
@@ -147,7 +154,7 @@ def _factors(generator, pairs):
 
 
 @grader("10.2", "LongRoPE's switch", forbidden=FORBIDDEN + (
-    "rope_lab.scaling.longrope_inv_freq",))
+    "rope_lab.scaling.longrope_inv_freq",), preload=PRELOAD)
 def check_longrope_inv_freq(function: Learner, generator: torch.Generator) -> None:
     """10.2: ``function(config, seq_len)`` returns LongRoPE's θ_i for a Phi-3 style config.
 
@@ -157,11 +164,15 @@ def check_longrope_inv_freq(function: Learner, generator: torch.Generator) -> No
     """
     teaching = torch.Generator().manual_seed(10)
     cases = []
-    for head, base, original, top, schema in ((16, 10000.0, 64, True, "old"),
-                                              (32, 10000.0, 4096, False, "new"),
-                                              (24, 5e5, 100, True, "new")):
+    # heads 2, 4 and 3; max_position_embeddings 32, 16 and 25 × the original length: nothing
+    # but the config's own keys gives the head dim or the switch point
+    for head, heads, base, original, longest, top, schema in (
+            (16, 2, 10000.0, 64, None, True, "old"),
+            (32, 4, 10000.0, 4096, 16 * 4096, False, "new"),
+            (24, 3, 5e5, 100, 2500, True, "new")):
         config = _longrope_config(head, base, original, factors=_factors(teaching, head // 2),
-                                  top_level_original=top, schema=schema)
+                                  top_level_original=top, schema=schema, heads=heads,
+                                  longest=longest)
         cases += [(config, original // 2), (config, original), (config, original + 1),
                   (config, 10 * original)]
     for _ in range(2):
@@ -170,19 +181,46 @@ def check_longrope_inv_freq(function: Learner, generator: torch.Generator) -> No
         config = _longrope_config(head, round(log_uniform(generator, 100.0, 1e6), 1), original,
                                   factors=_factors(generator, head // 2),
                                   top_level_original=bool(randint(generator, 0, 1)),
-                                  schema=["old", "new"][randint(generator, 0, 1)])
+                                  schema=["old", "new"][randint(generator, 0, 1)],
+                                  heads=randint(generator, 1, 8),
+                                  longest=original * randint(generator, 2, 64))
         cases.append((config, original + randint(generator, -2, 2)))
     for number, (config, seq_len) in enumerate(cases):
         function.random = number >= 12
+        spec = hf_config.rope_spec(config)
+        original = spec.original_max_position_embeddings
+        what = (f"for seq_len = {seq_len} (original_max_position_embeddings = {original}, "
+                f"max_position_embeddings = {config['max_position_embeddings']}, "
+                f"hidden_size = {config['hidden_size']}, "
+                f"num_attention_heads = {config['num_attention_heads']})")
+        try:
+            answer = function(copy.deepcopy(config), seq_len)
+        except Wrong as crash:
+            if not str(crash).startswith("your function raised"):
+                raise
+            raise Wrong(f"{crash}; {what}: the head dim is hidden_size // num_attention_heads "
+                        f"= {spec.head_dim}, so {spec.head_dim // 2} speeds, one per factor") \
+                from None
         expected = _expected(config, seq_len)
-        answer = function(copy.deepcopy(config), seq_len)
-        original = hf_config.rope_spec(config).original_max_position_embeddings
-        what = f"for seq_len = {seq_len} (original_max_position_embeddings = {original})"
         failure = compare(answer, expected, atol=_tolerance(expected), what=what)
         if failure is None:
             continue
-        other = _expected(config, original + 1 if seq_len <= original else original)
-        if matches(answer, other, _tolerance(other)):
-            failure = (f"{what}: the other factor list. Short factors up to and including "
-                       f"the original length, long ones only once seq_len exceeds it")
-        raise Wrong(failure)
+        raise Wrong(_longrope_hint(answer, config, seq_len, original, what) or failure)
+
+
+def _longrope_hint(answer, config, seq_len, original, what) -> str | None:
+    """Name the slip when the answer is LongRoPE read with one plausible mistake."""
+    other = _expected(config, original + 1 if seq_len <= original else original)
+    if matches(answer, other, _tolerance(other)):
+        guessed = config["max_position_embeddings"] // 32
+        guess = (f"; max_position_embeddings // 32 would be {guessed}, which only some files "
+                 "match" if guessed != original else "")
+        return (f"{what}: the other factor list. Short factors while seq_len ≤ "
+                f"original_max_position_embeddings (= {original}, read from the config"
+                f"{guess}), long ones only once seq_len exceeds it")
+    head_dim = hf_config.rope_spec(config).head_dim
+    got = tuple(getattr(answer, "shape", ()))
+    if got and got != (head_dim // 2,):
+        return (f"{what}: expected {head_dim // 2} speeds (the head dim is hidden_size // "
+                f"num_attention_heads = {head_dim}), got shape {got}")
+    return None
