@@ -48,20 +48,20 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # the same in any arithmetic a compiler might pick; two pieces where float64 accuracy counts.
 # π/2 = _PIO2_HI + _PIO2_LO1 + _PIO2_LO2 to about 1e-22; _PIO2_HI has 22 significant bits,
 # so k·_PIO2_HI is exact for every quadrant count k below 2^31.
-_PIO2_HI: tl.constexpr = 1.570796012878418
-_PIO2_LO1: tl.constexpr = 3.1391647326017846e-07
-_PIO2_LO2: tl.constexpr = 5.390302953474238e-15
-_TWO_OVER_PI_HI: tl.constexpr = 0.6366197466850281
-_TWO_OVER_PI_LO: tl.constexpr = 2.5682552973194106e-08
+_PIO2_HI = tl.constexpr(1.570796012878418)
+_PIO2_LO1 = tl.constexpr(3.1391647326017846e-07)
+_PIO2_LO2 = tl.constexpr(5.390302953474238e-15)
+_TWO_OVER_PI_HI = tl.constexpr(0.6366197466850281)
+_TWO_OVER_PI_LO = tl.constexpr(2.5682552973194106e-08)
 # Cephes sinf/cosf on [−π/4, π/4]: below one float32 ulp there.
-_S1: tl.constexpr = -0.16666655242443085
-_S2: tl.constexpr = 0.008332161232829094
-_S3: tl.constexpr = -0.00019515295571181923
-_C1: tl.constexpr = 0.04166664555668831
-_C2: tl.constexpr = -0.0013887316454201937
-_C3: tl.constexpr = 2.44331567955669e-05
+_S1 = tl.constexpr(-0.16666655242443085)
+_S2 = tl.constexpr(0.008332161232829094)
+_S3 = tl.constexpr(-0.00019515295571181923)
+_C1 = tl.constexpr(0.04166664555668831)
+_C2 = tl.constexpr(-0.0013887316454201937)
+_C3 = tl.constexpr(2.44331567955669e-05)
 # float32 holds every integer up to 2^24 (rope_lab._validate.FLOAT32_EXACT_LIMIT)
-_EXACT_LIMIT: tl.constexpr = 16777216.0
+_EXACT_LIMIT = tl.constexpr(16777216.0)
 
 
 @triton.jit
