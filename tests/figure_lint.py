@@ -5,15 +5,20 @@ that was actually drawn (titles, labels, tick labels in view, annotations, legen
 texts) with its extent in display pixels, and reports:
 
 - **clipped**: a text that reaches past the canvas (the PNG a panel or ``savefig`` writes
-  cuts it; a notebook's tight crop makes the figure wider than drawn instead), and an
-  axes whose frame reaches past it (a spine or a bar cut off);
+  cuts it; a notebook's tight crop makes the figure wider than drawn instead), an axes
+  whose frame reaches past it (a spine or a bar cut off), a text of one axes (a tick
+  label, an axis label, a title, a note) that runs into the frame of a neighbouring axes
+  (whichever is drawn later paints over the other: the bottom row's "pair i" under the
+  next panel), and a text cut by its own clip box;
 - **legend over data**: a legend box that a line (with its markers), a scatter point or a
   bar of the axes it sits over passes through;
 - **legend mismatch**: a legend entry whose colour, line style or marker differs from the
   artist of the same label it stands for (the legend copied a colour the artist no longer
   has, or a proxy was drawn by hand);
-- **collision**: two texts that overlap, or a leader line (an annotation's arrow) that runs
-  through another text or crosses another leader line;
+- **collision**: two texts that overlap, a text that lies on a drawn marker or point (a
+  label that runs into the next point, "GPT-NeoX 20B" into the 2023 dot), or a leader
+  line (an annotation's arrow) that runs through another text or crosses another leader
+  line;
 - **faint**: a text whose colour has a contrast ratio under 3:1 against what is drawn
   under it (WCAG's floor for large text; light tints vanish on a projector).
 
@@ -92,6 +97,55 @@ def clipped(figure, texts) -> list[str]:
         if (box.x0 < frame.x0 - TOLERANCE_PX or box.x1 > frame.x1 + TOLERANCE_PX
                 or box.y0 < frame.y0 - TOLERANCE_PX or box.y1 > frame.y1 + TOLERANCE_PX):
             found.append(f"clipped: {_where(figure, axes)} reaches past the canvas")
+    return found + cut_by_axes(figure, texts) + cut_by_clip_box(texts)
+
+
+def _owners(figure) -> dict:
+    """id(text) → the axes it belongs to (its ticks, axis labels, titles, notes and
+    legend); a tick label or an axis label does not know its axes itself."""
+    owners = {}
+    for axes in figure.axes:
+        for text in axes.findobj(Text):
+            owners.setdefault(id(text), axes)
+    return owners
+
+
+def _overlap(a, b) -> tuple[float, float]:
+    return (min(a.x1, b.x1) - max(a.x0, b.x0), min(a.y1, b.y1) - max(a.y0, b.y0))
+
+
+def cut_by_axes(figure, texts) -> list[str]:
+    """Texts of one axes that run into the frame of another: the axes drawn later paints
+    its background over them (or they lie on its data). Twin and inset axes, whose frames
+    overlap the owner's, are not neighbours."""
+    owners = _owners(figure)
+    frames = [(axes, axes.get_window_extent()) for axes in figure.axes if axes.get_visible()]
+    found = []
+    for text, box in texts:
+        owner = owners.get(id(text))
+        if owner is None:
+            continue
+        own = owner.get_window_extent()
+        for axes, frame in frames:
+            if axes is owner or min(_overlap(own, frame)) > 0:
+                continue
+            width, height = _overlap(box, frame)
+            if width > MIN_OVERLAP_PX and height > MIN_OVERLAP_PX:
+                found.append(f"clipped: text {_name(text)} of {_where(figure, owner)} runs "
+                             f"into {_where(figure, axes)}")
+    return found
+
+
+def cut_by_clip_box(texts) -> list[str]:
+    """Texts drawn with clipping on whose letters reach past their clip box."""
+    found = []
+    for text, box in texts:
+        clip = text.get_clip_box() if text.get_clip_on() else None
+        if clip is None:
+            continue
+        if (box.x0 < clip.x0 - TOLERANCE_PX or box.x1 > clip.x1 + TOLERANCE_PX
+                or box.y0 < clip.y0 - TOLERANCE_PX or box.y1 > clip.y1 + TOLERANCE_PX):
+            found.append(f"clipped: text {_name(text)} is cut by its clip box")
     return found
 
 
@@ -254,13 +308,70 @@ def _crosses(a, b) -> bool:
     return False
 
 
+def _markers(figure):
+    """(what, centres in display px, radius in px, clip box or None) of every drawn marker:
+    a line's markers and a scatter's points, each taken as a disk of its size."""
+    px = figure.dpi / 72
+    for axes in figure.axes:
+        if not axes.get_visible():
+            continue
+        for line in axes.lines:
+            marker = line.get_marker()
+            if (not line.get_visible() or marker in (None, "None", "none", "", " ")
+                    or line.get_markersize() <= 0 or len(np.atleast_1d(line.get_xdata())) == 0):
+                continue
+            centres = line.get_transform().transform_path(line.get_path()).vertices
+            radius = (line.get_markersize() + line.get_markeredgewidth()) / 2 * px
+            yield (f"line {line.get_label()!r}", centres, radius,
+                   line.get_clip_box() if line.get_clip_on() else None)
+        for collection in axes.collections:
+            if not isinstance(collection, PathCollection) or not collection.get_visible():
+                continue
+            centres = collection.get_offset_transform().transform(collection.get_offsets())
+            sizes = np.broadcast_to(np.sqrt(np.asarray(collection.get_sizes(), float)),
+                                    (len(centres),)) if len(collection.get_sizes()) else \
+                np.zeros(len(centres))
+            edge = float(np.max(collection.get_linewidths(), initial=0.0))
+            for centre, size in zip(centres, sizes, strict=True):
+                yield (f"points {collection.get_label()!r}", centre[None], (size + edge) / 2 * px,
+                       collection.get_clip_box() if collection.get_clip_on() else None)
+
+
+def on_markers(figure, texts) -> list[str]:
+    """Texts whose letters' box meets a drawn marker (a disk of the marker's size, less
+    TOLERANCE_PX). Legend entries are left to the legend checks."""
+    legend_texts = {id(text) for legend in [*figure.legends,
+                                            *(axes.get_legend() for axes in figure.axes)]
+                    if legend is not None for text in legend.findobj(Text)}
+    markers = list(_markers(figure))
+    found = []
+    for text, box in texts:
+        if id(text) in legend_texts:
+            continue
+        for what, centres, radius, clip in markers:
+            centres = centres[np.isfinite(centres).all(axis=1)]
+            if clip is not None:  # a marker outside its axes is not drawn
+                centres = centres[(centres[:, 0] >= clip.x0) & (centres[:, 0] <= clip.x1)
+                                  & (centres[:, 1] >= clip.y0) & (centres[:, 1] <= clip.y1)]
+            if not len(centres):
+                continue
+            dx = np.maximum.reduce([box.x0 - centres[:, 0], np.zeros(len(centres)),
+                                    centres[:, 0] - box.x1])
+            dy = np.maximum.reduce([box.y0 - centres[:, 1], np.zeros(len(centres)),
+                                    centres[:, 1] - box.y1])
+            if np.any(np.hypot(dx, dy) < radius - TOLERANCE_PX):
+                found.append(f"collision: text {_name(text)} lies on a marker of {what}")
+                break
+    return found
+
+
 def collisions(figure, texts) -> list[str]:
     found = []
     for (a, box_a), (b, box_b) in itertools.combinations(texts, 2):
-        width = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
-        height = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+        width, height = _overlap(box_a, box_b)
         if width > MIN_OVERLAP_PX and height > MIN_OVERLAP_PX:
             found.append(f"collision: texts {_name(a)} and {_name(b)} overlap")
+    found += on_markers(figure, texts)
     arrows = [(text, _arrow_vertices(text)) for text, _ in texts
               if isinstance(text, Annotation)]
     arrows = [(text, vertices) for text, vertices in arrows if vertices is not None]

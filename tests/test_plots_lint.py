@@ -1,6 +1,7 @@
 """Every figure the package draws, checked for layout defects (tests/figure_lint.py): no
-legend over the data, no text past the canvas, legend entries that look like what they name,
-no colliding labels or crossing leader lines, no faint text.
+legend over the data, no text past the canvas, into a neighbouring panel or cut by its clip
+box, legend entries that look like what they name, no colliding labels, labels on markers or
+crossing leader lines, no faint text.
 
 The figures: every figure function of notebooks 00–10 with the arguments of
 ``tests/test_style.py``'s ``FIGURES`` (which fails when a new function is missing), notebook
@@ -86,6 +87,104 @@ def test_overlapping_labels_crossing_leaders_and_faint_text_are_found():
     assert any(p.startswith("faint: text 'light blue'") for p in found), found
 
 
+def test_a_label_run_into_the_next_panel_is_found():
+    """10's family_spectra, its rows packed too tight: a row's "pair i" and tick labels run
+    into the frame of the panel below, which paints over them."""
+    with matplotlib.rc_context({**COURSE_STYLE, "figure.constrained_layout.use": False}):
+        figure, (top, bottom) = new_figure(2, 1, width=5, height=4)
+    figure.subplots_adjust(hspace=0.02, top=0.95, bottom=0.15)
+    for axes in (top, bottom):
+        axes.plot([0, 60], [1, 1e5], "o-", ms=3)
+        axes.set(yscale="log", xlabel="pair i", ylabel="λ")
+    found = problems(figure)
+    assert any(p.startswith("clipped: text 'pair i' of axes 0 runs into axes 1")
+               for p in found), found
+    figure.subplots_adjust(hspace=0.6)  # the rows apart: nothing runs into anything
+    assert not [p for p in problems(figure) if "runs into" in p]
+
+
+def test_a_twin_axes_is_not_a_neighbour():
+    figure, axes = _figure(width=5, height=3)
+    axes.plot([0, 10], [0, 1])
+    twin = axes.twinx()
+    twin.plot([0, 10], [5, 3], color=PALETTE[1])
+    axes.text(5, 0.05, "a note inside both frames")
+    axes.set(xlabel="x", ylabel="left")
+    twin.set_ylabel("right")
+    assert not [p for p in problems(figure) if "runs into" in p]
+
+
+def test_a_text_cut_by_its_clip_box_is_found():
+    figure, axes = _figure(width=5, height=3)
+    axes.set(xlim=(0, 10), ylim=(0, 10))
+    axes.text(9.5, 5, "cut at the frame", clip_on=True)
+    found = problems(figure)
+    assert any(p == "clipped: text 'cut at the frame' is cut by its clip box" for p in found)
+
+
+def test_a_label_on_a_marker_is_found():
+    """10's base_over_years: "GPT-NeoX 20B", written right of its 2022 dot, ran into the
+    2023 dot. The same label two years from the next dot passes."""
+    figure, axes = _figure(width=4, height=3)
+    years, bases = [2021, 2022, 2023], [1e4, 1e4, 1e4]
+    axes.scatter(years, bases, s=60, color=PALETTE[0], label="releases")
+    axes.set(xlim=(2020.5, 2023.5), yscale="log")
+    axes.annotate("GPT-NeoX 20B", (2022, 1e4), xytext=(8, 0), textcoords="offset points",
+                  va="center")
+    found = problems(figure)
+    assert any(p == "collision: text 'GPT-NeoX 20B' lies on a marker of points 'releases'"
+               for p in found), found
+    axes.collections[0].set_offsets([[2021, 1e4], [2022, 1e4], [2025, 1e4]])
+    axes.set_xlim(2020.5, 2025.5)
+    assert problems(figure) == []
+
+
+def test_a_label_on_a_line_marker_is_found_but_not_beside_it():
+    figure, axes = _figure(width=6, height=3)
+    axes.plot([1, 2, 3], [1, 2, 3], "o-", ms=8, label="measured")
+    axes.set(xlim=(0, 4), ylim=(0, 4))
+    axes.annotate("∝ L²", (2, 2), xytext=(-2, -2), textcoords="offset points", ha="left")
+    found = problems(figure)
+    assert any(p == "collision: text '∝ L²' lies on a marker of line 'measured'"
+               for p in found), found
+    axes.texts[0].xyann = (10, -10)  # clear of the dot (radius 4 pt)
+    assert problems(figure) == []
+
+
+def test_the_old_base_over_years_labels_are_found():
+    """The labels as 10's base_over_years placed them before the fix (23eb123): right of
+    each dot, split up/down only next to a dot of the same year. The marker check finds
+    "GPT-NeoX 20B" on the 2023 dot; the figure as drawn now passes (see below)."""
+    import math
+
+    from rope_lab.hf import report
+    from rope_lab.plots.real_models import base_over_years
+
+    short = {"sliding_attention": "local", "full_attention": "global"}
+    rows = [((label + (f" {short.get(kind, kind)}" if kind else "")).replace(" + YaRN", ""),
+             year, entry.spec.base)  # notebook 10's rows
+            for _, label, year, config in report.atlas()
+            for kind, entry in report.describe(config).items() if entry is not None and year]
+    figure = base_over_years(rows)
+    axes = figure.axes[0]
+    for text in list(axes.texts):
+        text.remove()
+    groups: dict = {}
+    for label, year, base in rows:
+        groups.setdefault((year, base), []).append(label)
+    for (year, base), labels in groups.items():
+        near = [b for (y, b) in groups if y == year and b != base
+                and abs(math.log10(b / base)) < 0.5]
+        above, below = any(b < base for b in near), any(b > base for b in near)
+        va, dy = ("bottom", 4) if above else ("top", -4) if below else ("center", 0)
+        with matplotlib.rc_context(COURSE_STYLE):  # the course's font size, as drawn then
+            axes.annotate("\n".join(labels), (year, base), xytext=(8, dy),
+                          textcoords="offset points", va=va)
+    found = problems(figure)
+    assert any(p.startswith("collision: text 'GPT-NeoX 20B' lies on a marker")
+               for p in found), found
+
+
 def test_contrast_is_wcag_s():
     assert contrast("black", (1, 1, 1)) == pytest.approx(21.0)
     assert contrast("white", (1, 1, 1)) == pytest.approx(1.0)
@@ -119,25 +218,10 @@ def _notebook_12():
             what_changed.depth_heatmaps(results), what_changed.ablations(results)]
 
 
-# Defects this test found in figures outside issue 29's list, not fixed yet: each is
-# reported as an expected failure until its figure is mended (strict: a mended figure makes
-# its entry fail, so the entry is removed with the fix).
-KNOWN = {
-    "alibi_heatmap": "faint: 'head 7' label in the lightest purple shade",
-    "angle_precision": "legend on the 'integers exact up to …' line; 'key' past the canvas",
-    "attention_weights": "the causal figure's two-line title past both sides of the canvas",
-    "bound_counterexample": "legend on the d/2 and Δ = 1000 guide lines",
-    "encoding_sizes": "legend on the 'binary' line",
-    "extrapolation_by_position": "faint orange direct labels",
-    "extrapolation_losses": "faint orange direct labels",
-    "rotation_2d": "faint sky-blue 'k' labels",
-    "angle_precision_panel": "legend on the 'integers exact' line; float32 entry's colour",
-    "binary_panel": "legend on the 'binary' line at d = 8",
-    "decay_panel": "legend on the curves for correlated q/k",
-    "roofline_panel": "'ridge 100 000 FLOP/byte' past the canvas at a 10⁶ peak",
-    "rotation_2d_panel": "'q' over 'R₀q' where the vectors coincide; faint 'k'",
-    "sinusoidal_panel": "legend on the dot-product curves for L ≥ 272",
-}
+# Defects found in a figure and not mended yet: each is reported as an expected failure
+# until its figure is mended (strict: a mended figure makes its entry fail, so the entry is
+# removed with the fix). Empty: every figure passes.
+KNOWN: dict[str, str] = {}
 
 
 def _known(name):

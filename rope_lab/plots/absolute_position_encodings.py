@@ -29,7 +29,7 @@ def encoding_sizes(length: int = 64, dim: int = 16, *, embedding_rms: float = 1.
     """
     from rope_lab import absolute
 
-    figure, ax = new_figure(width=8.0, height=4.2)
+    figure, ax = new_figure(width=8.0, height=4.8)
     # From p = 1: three of the codes are the zero vector at p = 0, which a log axis cannot show.
     positions = range(1, length)
     tables = {
@@ -48,7 +48,9 @@ def encoding_sizes(length: int = 64, dim: int = 16, *, embedding_rms: float = 1.
     ax.set_yscale("log")
     ax.set(title=f"How big is PE(p) next to the token? (dim = {dim})", xlabel="position p",
            ylabel="RMS of the vector")
-    ax.legend(loc="lower right")
+    # Under the axes: the five lines leave no corner free (the binary code's steps ran
+    # under a legend at the lower right).
+    figure.legend(loc="outside lower center", ncols=3)
     return figure
 
 
@@ -88,7 +90,8 @@ def binary_pe_figure(dim: int = 5):
     bottom.set(title="Distance between neighbours ‖PE(p+1) − PE(p)‖", xlabel="position p",
                ylabel="distance", xlim=(0, 1), ylim=(0, 3))
     bottom.set_xticks([0, 0.25, 0.5, 0.75, 1], spans)
-    bottom.legend(loc="upper left")
+    # Below y = 1: neighbours differ in at least one bit, so no jump reaches there.
+    bottom.legend(loc="lower right")
 
     def update(dim=dim):
         from rope_lab import absolute
@@ -128,8 +131,8 @@ def sinusoidal_pe_figure(length: int = 128, dim: int = 64, base: float = 10000.0
     (the dot products themselves; each line's transform divides them by d/2).
     A live figure: a panel updates it in place.
     """
-    figure, (left, right) = fixed_layout_figure(1, 2, width=9.0, height=4.4, left=0.085,
-                                                right=0.98, bottom=0.15, top=0.84,
+    figure, (left, right) = fixed_layout_figure(1, 2, width=9.0, height=5.0, left=0.085,
+                                                right=0.98, bottom=0.215, top=0.86,
                                                 wspace=0.45,
                                                 gridspec_kw={"width_ratios": [1, 1.3]})
     image = left.imshow([[0.0]], aspect="auto", cmap=DIVERGING_CMAP, vmin=-1, vmax=1,
@@ -146,7 +149,9 @@ def sinusoidal_pe_figure(length: int = 128, dim: int = 64, base: float = 10000.0
     right.set(title="PE(p) · PE(p + k) depends on k only", xlabel="offset k",
               ylabel="dot product", ylim=(-1.1, 1.1))
     right.set_yticks([-1, -0.5, 0, 0.5, 1], ["−d/2", "−d/4", "0", "d/4", "d/2"])
-    right.legend(loc="upper right")
+    # Under the axes: the dot product fills the panel for a small base (base 1: cos k).
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, handlelength=1.5,
+                 columnspacing=1.0, borderaxespad=0)
     suptitle = figure.suptitle(" ")
 
     def update(length=length, dim=dim, base=base):

@@ -32,6 +32,9 @@ def attention_weights(weights, labels, titles, *, suptitle: str = "Attention wei
 
     count = len(weights)
     figure, axes = new_figure(1, count, width=3.6 * count + 0.8, height=3.8)
+    # Square heatmaps: "compressed" lays them out in one pass (plain constrained layout
+    # needs a second draw to settle, and the first one cut the "key" labels off).
+    figure.set_layout_engine("compressed")
     axes = [axes] if count == 1 else list(axes)
     cmap = mpl.colormaps[SEQUENTIAL_CMAP].with_extremes(bad="white")
     for ax, matrix, tokens, title in zip(axes, weights, labels, titles, strict=True):
@@ -56,7 +59,8 @@ def attention_weights(weights, labels, titles, *, suptitle: str = "Attention wei
         ax.grid(False)
         ax.set(title=title, xlabel="key", ylabel="query")
     figure.colorbar(image, ax=axes, shrink=0.8, label="weight")
-    figure.suptitle(suptitle + ("\n(hatched: masked, the query cannot see that key)"
+    # the note short enough for one heatmap's 4.4 in
+    figure.suptitle(suptitle + ("\n(hatched: masked, a key after its query)"
                                 if causal else ""))
     return figure
 

@@ -74,7 +74,7 @@ def bound_counterexample(q, k, distances, *, base: float = 10000.0, marked=None)
     from rope_lab import decay
 
     dim = q.shape[-1]
-    figure, axes = new_figure(width=9.0, height=4.2)
+    figure, axes = new_figure(width=9.0, height=4.8)
     axes.plot(distances, decay.cos_sum(distances, dim, base=base), color=role("mistake"), lw=1.2,
               label="seed 000's “bound” Σ cos(Δθᵢ)")
     axes.plot(distances, decay.score_curve(q, k, distances, base=base), color=role("rope"),
@@ -86,7 +86,8 @@ def bound_counterexample(q, k, distances, *, base: float = 10000.0, marked=None)
     axes.set(xlabel="relative distance Δ (positions)", ylabel="score",
              title=f"Unit pairs, d = {dim}, base {number(base)}: the “bound” is broken",
              xlim=(float(distances[0]), float(distances[-1])))
-    axes.legend(loc="upper right")
+    # Under the axes: inside, it sat on the d/2 line (the bound's own start) and on Δ.
+    figure.legend(loc="outside lower center", ncols=2)
     return figure
 
 
@@ -214,8 +215,8 @@ def decay_and_abel(base: float = 10000.0, dim: int = 128, max_distance: int = 10
     """
     import numpy as np
 
-    figure, (left, right) = fixed_layout_figure(1, 2, width=9.2, height=4.2, left=0.09,
-                                                right=0.985, bottom=0.15, top=0.88,
+    figure, (left, right) = fixed_layout_figure(1, 2, width=9.2, height=4.8, left=0.09,
+                                                right=0.985, bottom=0.225, top=0.895,
                                                 wspace=0.28)
     draw, = left.plot([], [], color=role("context"), lw=1.2, label="one draw")
     mean, = left.plot([], [], color=role("reference"), lw=1.5, ls="--", label="exact E[s(Δ)]")
@@ -223,7 +224,10 @@ def decay_and_abel(base: float = 10000.0, dim: int = 128, max_distance: int = 10
                              label="± 1 std")
     left.axhline(0.0, color=role("context"), lw=0.8)
     left.set(xlabel="relative distance Δ (positions)", ylabel="score s(Δ) = ⟨q, R(Δ) k⟩")
-    legend = left.legend(loc="upper right")
+    # Under the axes: the curves are drawn over the static layer, and for some d and q/k
+    # they fill any corner of the panel (correlated q, k run above d).
+    legend = left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3,
+                         handlelength=1.5, columnspacing=1.0, borderaxespad=0)
     abel, = right.plot([], [], color=role("reference"), lw=1.5)
     right.set(xlabel="relative distance Δ (positions)", ylabel="(2/d)·Σⱼ |Sⱼ|")
 

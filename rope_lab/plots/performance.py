@@ -40,7 +40,8 @@ def roofline(peak_gflops: float, bandwidth_gb_s: float, points: dict | None = No
     # slope's start; the legend top left, above the slope.
     ridge_text = axes.annotate(" ", (1.0, 0.03), xycoords=("data", "axes fraction"),
                                xytext=(4, 0), textcoords="offset points", va="bottom")
-    peak_text = axes.annotate(" ", (intensity[-1], 1.0), xytext=(0, 4),
+    # 8 pt above the flat roof: clear of a marker sitting on it (radius 5.5 pt)
+    peak_text = axes.annotate(" ", (intensity[-1], 1.0), xytext=(0, 8),
                               textcoords="offset points", ha="right")
     memory_text = axes.annotate(" ", (0.02, 1.0), xytext=(0, 56), textcoords="offset points",
                                 va="bottom")
@@ -67,12 +68,13 @@ def roofline(peak_gflops: float, bandwidth_gb_s: float, points: dict | None = No
         roof_line.set_ydata(np.minimum(peak_gflops, intensity * bandwidth_gb_s))
         ridge = peak_gflops / bandwidth_gb_s
         ridge_line.set_xdata([ridge, ridge])
-        ridge_text.xy = (ridge, 0.03)
-        # right of the line while there is room before x = 1000, else left of it
-        right = ridge < 30
+        # right of the line while there is room before x = 1000, else left of it; a ridge
+        # past the axis is named at its right edge, with an arrow pointing out
+        right, beyond = ridge < 30, ridge > intensity[-1]
+        ridge_text.xy = (min(ridge, intensity[-1]), 0.03)
         ridge_text.set_horizontalalignment("left" if right else "right")
         ridge_text.xyann = (4, 0) if right else (-4, 0)
-        ridge_text.set_text(f"ridge {number(ridge)} FLOP/byte")
+        ridge_text.set_text(f"ridge {number(ridge)} FLOP/byte" + (" →" if beyond else ""))
         peak_text.xy = (intensity[-1], peak_gflops)
         peak_text.set_text(f"peak {number(peak_gflops)} GFLOP/s")
         memory_text.xy = (0.02, 0.02 * bandwidth_gb_s)

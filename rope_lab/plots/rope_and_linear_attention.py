@@ -87,18 +87,44 @@ def attention_cost(lengths, seconds: dict, dim: int):
         colour, label = styles.get(name, (None, name))
         axes.loglog(lengths, [t * 1e3 for t in times], "o-", color=colour, label=label)
     # Guides through the longest length, where timings are least noisy.
+    guides = {}
     for name, power in (("linear", 1), ("softmax", 2)):
         if name in seconds:
             last = seconds[name][-1] * 1e3
-            guide = [last * (length / lengths[-1]) ** power for length in lengths]
-            axes.loglog(lengths, guide, "--", color=role("context"), linewidth=1.0)
-            middle = len(lengths) // 2
-            axes.annotate(f"∝ L{'²' if power == 2 else ''}", (lengths[middle], guide[middle]),
-                          xytext=(0, 6), textcoords="offset points", color=role("context"),
-                          fontsize=12, ha="right", va="bottom")
+            guides[power] = [last * (length / lengths[-1]) ** power for length in lengths]
+            axes.loglog(lengths, guides[power], "--", color=role("context"), linewidth=1.0)
+    if len(lengths) > 1:
+        _label_guides(axes, lengths, guides,
+                      [[t * 1e3 for t in times] for times in seconds.values()])
     axes.set_xticks(lengths, [str(length) for length in lengths])
     axes.set_xticks([], minor=True)
     axes.set(title=f"Causal attention, one head, d = {dim}\n(measured on this machine)",
              xlabel="sequence length L (tokens)", ylabel="time per call (ms)")
     axes.legend(loc="upper left")
     return figure
+
+
+def _label_guides(axes, lengths, guides: dict, measured: list) -> None:
+    """Write "∝ L" / "∝ L²" on each guide halfway (in log) between two measured lengths,
+    where no marker sits, on the side of the guide away from the nearest other curve: a
+    label at a measured point landed on its marker whenever the timings followed the
+    guide."""
+    import math
+
+    middle = len(lengths) // 2
+    x = math.sqrt(lengths[middle - 1] * lengths[middle])
+
+    def height(values):  # a straight segment in log–log, at its log-midpoint
+        return (math.log(values[middle - 1]) + math.log(values[middle])) / 2
+
+    for power, guide in guides.items():
+        here = height(guide)
+        others = [height(curve) for curve in [*measured, *guides.values()] if curve is not guide]
+        room_above = min((o - here for o in others if o > here), default=math.inf)
+        room_below = min((here - o for o in others if o < here), default=math.inf)
+        below = room_below > room_above
+        # below a rising line the text runs right, above it left: away from the line
+        axes.annotate(f"∝ L{'²' if power == 2 else ''}", (x, math.exp(here)),
+                      xytext=(4, -6) if below else (-4, 6), textcoords="offset points",
+                      color=role("context"), fontsize=12, ha="left" if below else "right",
+                      va="top" if below else "bottom")

@@ -12,19 +12,53 @@ from rope_lab.plots.style import (
 )
 
 
-def _arrow(axes, tip, colour, label, *, dashed=False):
-    """One arrow from the origin to ``tip``, labelled just beyond its head, on the arrow's
-    own line (so the label never sits on another arrow); axes.texts keeps it."""
-    import math
-
+def _arrow(axes, tip, colour, *, dashed=False):
+    """One arrow from the origin to ``tip``; axes.texts keeps it (an annotation whose
+    ``.xy`` is the tip)."""
     style = dict(arrowstyle="-|>", color=colour, lw=2.5, mutation_scale=18,
                  linestyle="--" if dashed else "-", alpha=0.55 if dashed else 1.0)
     axes.annotate("", xy=tip, xytext=(0.0, 0.0), arrowprops=style)
-    length = math.hypot(*tip) or 1.0
-    offset = (14 * tip[0] / length, 14 * tip[1] / length)
-    axes.annotate(label, xy=tip, xytext=offset, textcoords="offset points", color=colour,
-                  fontsize=14, fontweight="bold", ha="left" if tip[0] >= 0 else "right",
-                  va="bottom" if tip[1] >= 0 else "top")
+
+
+def _spread(angles, gap):
+    """``angles`` (radians) moved apart until neighbours around the circle are at least
+    ``gap`` apart, each by as little as it takes (equal angles split symmetrically)."""
+    import math
+
+    spread = list(angles)
+    if len(spread) < 2:
+        return spread
+    for _ in range(200):
+        moved = False
+        order = sorted(range(len(spread)), key=lambda i: spread[i] % (2 * math.pi))
+        for first, second in zip(order, order[1:] + order[:1], strict=True):
+            apart = (spread[second] - spread[first]) % (2 * math.pi)
+            if apart < gap - 1e-9:
+                spread[first] -= (gap - apart) / 2
+                spread[second] += (gap - apart) / 2
+                moved = True
+        if not moved:
+            break
+    return spread
+
+
+def _tip_labels(axes, arrows, radius):
+    """Name each arrow (``arrows``: (tip, text, colour)) just beyond the longest tip, in its
+    direction, on one circle of radius 1.1·``radius``; labels of arrows pointing the same
+    way (R₀q on q, k under R₂q) are turned apart until they no longer meet (18° ≈ the
+    widest label at that radius), so no label covers another or an arrow. The text is the
+    arrow's colour darkened to 4.5:1 (sky blue letters are faint on a projector)."""
+    import math
+
+    from rope_lab.plots.style import readable
+
+    at = 1.1 * radius
+    directions = _spread([math.atan2(tip[1], tip[0]) for tip, _, _ in arrows],
+                         math.radians(18))
+    for (_, text, colour), angle in zip(arrows, directions, strict=True):
+        x, y = at * math.cos(angle), at * math.sin(angle)
+        axes.text(x, y, text, color=readable(colour), fontsize=14, fontweight="bold",
+                  ha="left" if x >= 0 else "right", va="bottom" if y >= 0 else "top")
 
 
 def _angle_arc(axes, start, end, radius, colour, label):
@@ -76,8 +110,10 @@ def complex_rotation(z=(1.0, 0.0), angle: float | None = None):
     start = math.atan2(z[1], z[0])
     arc = torch.linspace(start, start + angle, 50)
     axes.plot(0.3 * arc.cos(), 0.3 * arc.sin(), color=role("reference"), lw=1.5)
-    _arrow(axes, z, role("rope"), "z", dashed=True)
-    _arrow(axes, turned, role("rope"), r"$z\,e^{i\varphi}$")
+    _arrow(axes, z, role("rope"), dashed=True)
+    _arrow(axes, turned, role("rope"))
+    _tip_labels(axes, [(z, "z", role("rope")), (turned, r"$z\,e^{i\varphi}$", role("rope"))],
+                max(math.hypot(*z), math.hypot(*turned)))
     axes.text(-1.25, -1.2, f"z = {z[0]:.3f} + {z[1]:.3f}i\n"
               f"φ = {angle:.4f} rad\nz·e^(iφ) = {turned[0]:.3f} + {turned[1]:.3f}i",
               fontsize=12, va="bottom")
@@ -127,10 +163,14 @@ def rotation_2d(theta: float = 0.5, m: int = 2, n: int = 5, shift: int = 0,
         pos_q, pos_k = m + shift, n + shift
         rotated_q, rotated_k = _rotate_2d(q, pos_q * theta), _rotate_2d(k, pos_k * theta)
         score = rotated_q[0] * rotated_k[0] + rotated_q[1] * rotated_k[1]
-        _arrow(axes, q, role("rope"), "q", dashed=True)
-        _arrow(axes, k, role("key"), "k", dashed=True)
-        _arrow(axes, rotated_q, role("rope"), f"R{str(pos_q).translate(subscript)}q")
-        _arrow(axes, rotated_k, role("key"), f"R{str(pos_k).translate(subscript)}k")
+        _arrow(axes, q, role("rope"), dashed=True)
+        _arrow(axes, k, role("key"), dashed=True)
+        _arrow(axes, rotated_q, role("rope"))
+        _arrow(axes, rotated_k, role("key"))
+        _tip_labels(axes, [(q, "q", role("rope")), (k, "k", role("key")),
+                           (rotated_q, f"R{str(pos_q).translate(subscript)}q", role("rope")),
+                           (rotated_k, f"R{str(pos_k).translate(subscript)}k", role("key"))],
+                    radius)
         # The point of the figure: the angle from R_m q to R_n k is the angle from q to k
         # plus (n − m)θ, whatever the shift — the score is |q||k| times its cosine.
         between = _angle_arc(axes, math.atan2(rotated_q[1], rotated_q[0]),

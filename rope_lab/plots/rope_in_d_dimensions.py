@@ -92,13 +92,14 @@ def angle_precision(dtype: str = "bfloat16", dim: int = 64, base: float = 10000.
 
     Each point is the worst pair over a block of ``block`` positions; float32 is drawn as
     the reference, and errors are floored at 1e-9 for the log scale. Data:
-    ``axes[0].lines[0]`` is the chosen dtype's phase error, ``axes[0].lines[1]`` float32's;
-    ``axes[1]`` holds the cos errors the same way. A live figure: a panel updates it in
-    place.
+    ``axes[0].lines[0]`` is the chosen dtype's phase error (hidden for float32, which the
+    reference already draws), ``axes[0].lines[1]`` float32's; ``axes[1]`` holds the cos
+    errors the same way. One legend for both panels, under them. A live figure: a panel
+    updates it in place.
     """
     from matplotlib.ticker import MaxNLocator
 
-    figure, (left, right) = new_figure(1, 2, width=9.0, height=4.4)
+    figure, (left, right) = new_figure(1, 2, width=9.0, height=4.9)
     curves = {}
     for axes, what in ((left, "phase error (rad)"), (right, "|cos error|")):
         chosen, = axes.plot([], [], color=role("mistake"), lw=1.5, drawstyle="steps-post")
@@ -111,7 +112,9 @@ def angle_precision(dtype: str = "bfloat16", dim: int = 64, base: float = 10000.
                  xlim=(0, length))
         log_ticks(axes, [1e-8, 1e-6, 1e-4, 1e-2, 1.0])
         axes.xaxis.set_major_locator(MaxNLocator(5))
-    fixed_layout(figure, ([0.12, 0.14, 0.36, 0.76], [0.62, 0.14, 0.36, 0.76]))
+    # Room at the bottom for one legend under both panels: inside, the curves (from 10⁻⁹
+    # at m = 0 up to 1) and the exact-integer line (anywhere in m) leave no free corner.
+    fixed_layout(figure, ([0.12, 0.215, 0.36, 0.705], [0.62, 0.215, 0.36, 0.705]))
 
     def update(dtype=dtype, dim=dim, base=base, length=length, block=block):
         from rope_lab import precision
@@ -122,15 +125,25 @@ def angle_precision(dtype: str = "bfloat16", dim: int = 64, base: float = 10000.
             for line, name in ((chosen, dtype), (reference, "float32")):
                 starts, *errors = _worst_angle_errors(name, dim, base, length, block)
                 line.set_data(starts, errors[index])
-            chosen.set_label(dtype)
+            # float32 chosen is the reference itself: one curve, in the reference's blue
+            chosen.set_visible(dtype != "float32")
+            chosen.set_label(dtype if dtype != "float32" else "_chosen")
             exact.set_xdata([exact_up_to, exact_up_to])
             exact.set_visible(exact_up_to < length)
             exact.set_label(f"{dtype}: integers exact up to {number(exact_up_to)}"
-                            if exact_up_to < length else "_")
-            axes.legend(loc="lower right")
+                            if exact_up_to < length else "_exact")
+        shown = [line for line in curves[left]
+                 if line.get_visible() and not line.get_label().startswith("_")]
+        entries = tuple(line.get_label() for line in shown)
+        if getattr(figure, "rope_lab_legend_entries", None) != entries:  # else keep it
+            figure.rope_lab_legend_entries = entries
+            for legend in list(figure.legends):
+                legend.remove()
+            figure.legend(handles=shown, loc="lower center", ncols=len(shown),
+                          borderaxespad=0.3)
         left.set_title(f"Angle m·θᵢ in {dtype}, base {number(base)}")
         right.set_title(f"cos(m·θᵢ) from the {dtype} angle")
-        return dtype  # the legend and the marked integer limit
+        return entries  # the legend and the marked integer limit
 
     return live(figure, update, animated=[*curves[left][:2], *curves[right][:2],
                                           left.title, right.title])
