@@ -182,6 +182,7 @@ POSITION_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int6
 # reuse dim among programs until there are about TARGET_PROGRAMS of them (a few per SM).
 POSITION_TILE = 2048
 TARGET_PROGRAMS = 2048
+POSITION_WARPS = 4  # warps per program of the positions kernel
 
 
 def _device_problem(device) -> str | None:
@@ -294,5 +295,5 @@ def rotate_positions(x, positions, theta, layout, out, plan, *, negate=False) ->
         *x_s, x_r, x.stride(-1), *out_s, out_r, out.stride(-1), *pos_s,
         HALF=half, BLOCK_HALF=block_half, BLOCK_ROWS=block_rows,
         INTERLEAVED=layout == "interleaved", FROM_INDEX=positions is None, NEGATE=negate,
-        num_warps=4,
+        num_warps=POSITION_WARPS,
     )
