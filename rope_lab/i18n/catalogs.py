@@ -110,7 +110,8 @@ def package_template(package: Path = PACKAGE_DIR) -> Catalog:
     """The catalog of the package's messages: every ``_("...")`` in rope_lab/*.py."""
     template = Catalog(locale=None, domain=DOMAIN, project="rope_lab", fuzzy=False)
     for filename, _lineno, message, comments, _context in extract_from_dir(
-            package, method_map=[("**.py", "python")], keywords={"_": None, "N_": None},
+            package, method_map=[("**.py", "python")],
+            keywords={"_": None, "N_": None, "lazy_gettext": None},
             comment_tags=("Translators:",)):
         location = (f"rope_lab/{filename}", None)
         if message in template:
