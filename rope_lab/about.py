@@ -27,15 +27,16 @@ def course_map_markdown(notebooks=course.NOTEBOOKS) -> str:
     package catalog (:mod:`rope_lab.i18n.catalogs` adds them)."""
     rows = ["| # | " + " | ".join((_("notebook"), _("minutes"), _("what it covers"),
                                     _("open"))) + " |", "|---|---|---|---|---|"]
+    opens = _("open")
     for notebook in notebooks:
         number = notebook.filename.split("_", 1)[0]
         link = course.colab_url(notebook.filename) or notebook.filename
         rows.append(
             f"| {number} | {_(notebook.title)} (`{notebook.filename}`) | {notebook.minutes} | "
-            f"{_(notebook.summary)} | [{_('open')}]({link}) |"
+            f"{_(notebook.summary)} | [{opens}]({link}) |"
         )
-    total = sum(notebook.minutes for notebook in notebooks)
-    rows.append(f"| | **{_('total')}** | **{total}** | | |")
+    minutes, total = sum(notebook.minutes for notebook in notebooks), _("total")
+    rows.append(f"| | **{total}** | **{minutes}** | | |")
     return "\n".join(rows)
 
 

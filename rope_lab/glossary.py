@@ -4,8 +4,8 @@ Notebook 00 renders it with :func:`glossary_markdown`; any notebook can print on
 :func:`lookup`. In the 简体中文 edition (:mod:`rope_lab.i18n`) the table leads with the course's
 Chinese term and adds the source posts' own wording, both from the term table
 ``rope_lab/data/terms_zh.csv`` (joined on its ``english`` column), and gives each meaning in
-Chinese (from the package catalog). The notation column follows the course (m, n positions; θ_i = base^(−2i/d);
-d head dim; L sequence length).
+Chinese (from the package catalog). The notation column follows the course (m, n positions;
+θ_i = base^(−2i/d); d head dim; L sequence length).
 
 Each term names the notebook that introduces it, and :func:`names` lists every way the
 notebooks write it (the English name, the short name in brackets, other spellings), so

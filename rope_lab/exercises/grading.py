@@ -155,7 +155,7 @@ def summary(prefix: str | int = "") -> dict[str, bool]:
             title = _titles.get(exercise, "")
             line = f"  {mark} {exercise} {_(title) if title else ''}".rstrip()
             if not chosen[exercise] and _feedback.get(exercise):
-                line += f": {_feedback[exercise]}"
+                line += _(": {feedback}").format(feedback=_feedback[exercise])
             lines.append(line)
     if len(by_notebook) > 1:
         lines.append(_("total: {passed} of {count} passed").format(passed=sum(chosen.values()),

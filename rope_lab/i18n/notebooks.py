@@ -792,6 +792,8 @@ def _field_words(template: str, node: ast.expr, tree: ast.Module, cell_id: str,
         if split is None:
             continue
         expression, rest = split
+        if rest.startswith(("!r", "!a")):  # the value's repr: shown as code, not as a word
+            continue
         lead = len(expression) - len(expression.lstrip())
         try:
             parsed = ast.parse(expression.strip(), mode="eval").body
