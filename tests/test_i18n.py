@@ -686,7 +686,8 @@ def test_module_constants_are_english_until_shown(chinese):
 
     label = plots.EXPERIMENT_STYLE["learned"][0]
     assert label == "learned" and plots.EXPERIMENT_STYLE["rope"][0] == "RoPE"
-    assert f"{label:6s}|" == "可学习   |" and str(label) == "可学习" == f"{label}"
+    # padded in monospace columns (a CJK character takes two), so printed tables line up
+    assert f"{label:8s}|" == "可学习  |" and str(label) == "可学习" == f"{label}"
     assert repr(label) == "'learned'" and label + "!" == "learned!"
     assert what_changed.STYLE["learned"][0] == "learned"
     assert plots.style.ROLE_MEANINGS["rope"] == "RoPE: the rotation and what it turns"

@@ -123,7 +123,21 @@ class LazyText(str):
         return gettext(self)
 
     def __format__(self, spec: str) -> str:
-        return format(gettext(self), spec)
+        return _format_columns(gettext(self), spec)
+
+
+def _format_columns(text: str, spec: str) -> str:
+    """``format(text, spec)`` with the width counted in monospace columns, as a table of
+    printed rows needs: a CJK character takes two (``f"{label:24s}"`` lines up)."""
+    import re
+    import unicodedata
+
+    extra = sum(unicodedata.east_asian_width(c) in "WF" for c in text)
+    match = re.fullmatch(r"((?:.?[<>^])?)(\d+)(.*)", spec, re.S)
+    if not extra or match is None:
+        return format(text, spec)
+    align, width, rest = match.groups()
+    return format(text, f"{align}{max(int(width) - extra, 0)}{rest}")
 
 
 def lazy_gettext(message: str) -> LazyText:
