@@ -16,7 +16,9 @@ involved, and it needs nothing but the standard library's :mod:`gettext`:
 
   English (or a message without a translation) comes back unchanged. The lookup happens
   where the text is shown (the language is chosen after ``import rope_lab``), so a module
-  constant is marked with :func:`N_` and looked up with :func:`_` where it is displayed;
+  constant is marked with :func:`N_` and looked up with :func:`_` where it is displayed,
+  or, when a notebook prints it itself, made a :class:`LazyText` with :func:`lazy_gettext`
+  (it prints in the chosen language and is English to the code);
 
 * text drawn inside a matplotlib figure (titles, axis labels, legends, annotations) goes
   through :func:`figure_text` instead, which translates only while
@@ -92,7 +94,10 @@ def _translations(locale: str) -> _gettext.NullTranslations:
 
 
 def gettext(message: str) -> str:
-    """``message`` in the current language (unchanged in English or without a translation)."""
+    """``message`` in the current language (unchanged in English or without a translation;
+    anything but text, a title of None say, comes back as it is)."""
+    if not isinstance(message, str):
+        return message
     message = str.__str__(message)  # a LazyText's English, as a plain str
     locale = LANGUAGES[get_language()]
     if locale is None or not message:  # gettext("") is the catalog's header
@@ -155,4 +160,6 @@ TRANSLATE_FIGURE_TEXT = False
 def figure_text(message: str) -> str:
     """:func:`gettext` for text drawn in a figure: translated only while
     :data:`TRANSLATE_FIGURE_TEXT` is on (the figure modules import it as ``_``)."""
-    return gettext(message) if TRANSLATE_FIGURE_TEXT else str.__str__(message)
+    if TRANSLATE_FIGURE_TEXT or not isinstance(message, str):
+        return gettext(message)
+    return str.__str__(message)

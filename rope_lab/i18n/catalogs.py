@@ -107,7 +107,8 @@ def notebook_template(english: Path) -> Catalog:
 
 
 def package_template(package: Path = PACKAGE_DIR) -> Catalog:
-    """The catalog of the package's messages: every ``_("...")`` in rope_lab/*.py."""
+    """The catalog of the package's messages: every ``_("...")``, ``N_("...")`` and
+    ``lazy_gettext("...")`` in rope_lab/*.py, and the texts of :func:`data_messages`."""
     template = Catalog(locale=None, domain=DOMAIN, project="rope_lab", fuzzy=False)
     for filename, _lineno, message, comments, _context in extract_from_dir(
             package, method_map=[("**.py", "python")],

@@ -68,7 +68,7 @@ LINE_LENGTH = 100  # ruff's line-length for the repository, notebooks included
 LITERAL_SLOTS = {"claim": "verdict line of a check (claim)",
                  "detail": "verdict line of a check (detail)"}
 FIGURE_SLOTS = {name: "figure text" for name in
-                ("title", "titles", "suptitle", "xlabel", "ylabel", "label", "description")}
+                ("title", "titles", "suptitle", "xlabel", "ylabel", "label")}
 # Widget labels are HTML, drawn by the browser's fonts: always translated.
 WIDGET_SLOTS = {"description": "widget label"}
 # FIGURE_SLOTS count only while rope_lab.i18n.TRANSLATE_FIGURE_TEXT is on (issue 31, phase 2:
