@@ -46,7 +46,7 @@ import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import cache
 
 import torch
 
@@ -285,7 +285,8 @@ class _Fields:
             raise TypeError(f"{name}['model_type'] must be a string, got {own!r}")
         self.model_type = own if own is not None else model_type
         self.rules = _rules(self.model_type)
-        if self.rules is None and parent_known:
+        if self.rules is None and (parent_known or type(config).__module__.startswith(
+                "transformers.models.")):
             self.rules = {}  # a text config only its (known) multimodal class defines
         rules = self.rules or {}
         self.aliases = rules.get("attribute_map", {})
@@ -477,13 +478,14 @@ def _per_layer_default(fields: _Fields, scaling_block) -> dict | None:
     the class's default block; a ``rope_scaling`` block lands in the layer types the table
     lists (``scaling_labels``) and each layer type's rope_theta comes from the first of its
     ``theta_keys`` the file sets (Gemma 3: rope_theta for full attention,
-    rope_local_base_freq for sliding), else the class default. None: not such a model."""
+    rope_local_base_freq for sliding; ``theta_keys_scaled`` with a rope_scaling block), else
+    the class default. None: not such a model."""
     rules = fields.rules or {}
     default = fields.defaults.get("rope_parameters") or rules.get("rope_parameters") or {}
     labels = _nested_keys(fields, default)
     if not labels:
         return None
-    theta_keys = rules.get("theta_keys", {})
+    theta_keys = rules.get("theta_keys_scaled" if scaling_block else "theta_keys", {})
     if scaling_block and not rules.get("scaling_labels"):
         raise UnsupportedRopeError(
             f"{fields.model_type}: its config class keeps RoPE per layer type {sorted(labels)} "
@@ -760,7 +762,8 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
     elif mla == "nope+rope":  # Mistral 4: head_dim × partial, partial = rope / head_dim
         explicit = int(head_dim * applied)
     elif fields.has("qk_rope_head_dim"):  # MLA elsewhere: only these features rotate
-        explicit = fields.get("qk_rope_head_dim")
+        explicit = int(_number(fields.get("qk_rope_head_dim"), "qk_rope_head_dim",
+                               integer=True, positive=True) * applied)
     if in_code or (not fields.known and fields.raw("rotary_dim") is not None):
         explicit = fields.get("rotary_dim", head_dim)  # GPT-J's default: the whole head
     elif fields.raw("rotary_dim") is not None and "rotary_dim" not in legacy and \

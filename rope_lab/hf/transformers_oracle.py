@@ -263,7 +263,7 @@ def _default_rotary_reads_partial(config) -> bool | None:
     return None
 
 
-def model_type_rules() -> dict:
+def model_type_rules(model_types=None) -> dict:
     """Per model type, what rope_lab.hf needs to read a config.json the way transformers does.
 
     For every model type in transformers' registry: the aliases of the keys rope_lab reads
@@ -283,6 +283,9 @@ def model_type_rules() -> dict:
             try:
                 cls = transformers.CONFIG_MAPPING[model_type]
             except Exception:  # noqa: BLE001 - a lazily imported config that fails
+                continue
+            if model_types is not None and model_type not in model_types:
+                known.append(model_type)
                 continue
             entry: dict = {}
             aliases = {key: value for key, value in getattr(cls, "attribute_map", {}).items()
@@ -380,34 +383,38 @@ THETA_KEYS = ("rope_theta", "rope_local_base_freq", "global_rope_theta", "local_
 def _nested_sources(cls, block) -> dict:
     """For a class whose default RoPE is per layer type (Gemma 3, ModernBERT, OLMo 3 …):
     which top-level key of an older, flat file sets each layer type's rope_theta
-    (``theta_keys``), and which layer types a flat ``rope_scaling`` block lands in
-    (``scaling_labels``), both found by building the class from such a file."""
-    labels = [key for key, value in block.items() if isinstance(value, dict)]
+    (``theta_keys``; ``theta_keys_scaled`` when the file also has a rope_scaling block, which
+    Dots 3 then copies to every layer type), and which layer types a flat ``rope_scaling``
+    block lands in (``scaling_labels``), all found by building the class from such files."""
+    labels = sorted(key for key, value in block.items() if isinstance(value, dict))
     if not labels:
         return {}
-    theta_keys = {label: [] for label in labels}
-    for offset, key in enumerate(THETA_KEYS):
-        value = 12345.0 + offset
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                probe = _block(cls(**{key: value})) or {}
-            except Exception:  # noqa: BLE001 - refused
-                continue
-        for label in labels:
-            if (probe.get(label) or {}).get("rope_theta") == value:
-                theta_keys[label].append(key)
+    scaling = {"rope_type": "linear", "factor": 3.0}
+    found = {}
+    for name, extra in (("theta_keys", {}), ("theta_keys_scaled", {"rope_scaling": scaling})):
+        theta_keys = {label: [] for label in labels}
+        for offset, key in enumerate(THETA_KEYS):
+            value = 12345.0 + offset
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    probe = _block(cls(**{key: value}, **copy.deepcopy(extra))) or {}
+                except Exception:  # noqa: BLE001 - refused
+                    continue
+            for label in labels:
+                if (probe.get(label) or {}).get("rope_theta") == value:
+                    theta_keys[label].append(key)
+        found[name] = {k: v for k, v in theta_keys.items() if v}
     scaling_labels = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            probe = _block(cls(rope_scaling={"rope_type": "linear", "factor": 3.0})) or {}
+            probe = _block(cls(rope_scaling=dict(scaling))) or {}
             scaling_labels = [label for label in labels
                               if (probe.get(label) or {}).get("factor") == 3.0]
         except Exception:  # noqa: BLE001 - refused
             pass
-    return {"theta_keys": {k: v for k, v in theta_keys.items() if v},
-            "scaling_labels": scaling_labels}
+    return {**found, "scaling_labels": scaling_labels}
 
 
 def _rope_values(config) -> dict:
