@@ -350,7 +350,7 @@ def _rotary_dim_in_code(fields: _Fields) -> bool:
     return "rotary_dim" in rules.get("defaults", {}) and not rules.get("rope_parameters_field")
 
 
-class _NoRope(ValueError):
+class NoRopeError(ValueError):
     """The config (and its sub-configs) has no RoPE."""
 
 
@@ -384,17 +384,17 @@ def _text_fields(config, name="config", depth=0, seen=None, model_type=None,
             return _text_fields(sub, f"{name}['{key}']", depth + 1, seen,
                                 defaults.get(key) or fields.model_type, given_defaults.get(key),
                                 fields.known)
-        except _NoRope:
+        except NoRopeError:
             continue
     for key in missing:
         try:
             return _text_fields({"model_type": defaults[key]}, f"{name}['{key}']", depth + 1,
                                 seen, None, absent_defaults.get(key), fields.known)
-        except _NoRope:
+        except NoRopeError:
             continue
     known = ("" if fields.known or fields.model_type is None else
              ", a model type transformers does not know")
-    raise _NoRope(f"config has no RoPE parameters (model_type={fields.model_type!r}{known}): "
+    raise NoRopeError(f"config has no RoPE parameters (model_type={fields.model_type!r}{known}): "
                   f"expected rope_parameters, or rope_theta / rope_scaling (transformers 4 "
                   f"schema), at the top level or in its text_config")
 

@@ -131,6 +131,12 @@ def rotary_tables(config: dict) -> dict:
         raise OracleUnavailable(f"{config.get('model_type')}: no RoPE config in transformers")
     rotary = build_rotary(text)
     if rotary is None:
+        module = importlib.import_module(type(text).__module__.replace(".configuration_",
+                                                                       ".modeling_"))
+        make = getattr(module, "create_sinusoidal_positions", None)
+        if make is not None and getattr(text, "rotary_dim", None):  # GPT-J, CodeGen
+            table = make(2, text.rotary_dim)
+            return {None: (torch.asin(table[1, : text.rotary_dim // 2].double()).float(), 1.0)}
         raise OracleUnavailable(f"transformers {version()} has no rotary embedding for "
                                 f"{config.get('model_type')} that builds from its config")
     found = tables(rotary)
