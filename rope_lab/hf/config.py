@@ -376,6 +376,9 @@ def _text_fields(config, name="config", depth=0, seen=None, model_type=None,
     missing = []
     for key in SUB_CONFIGS:
         sub = fields.sub(key)
+        if sub is None and fields.obj is None and fields.data.get(key) is not None:
+            raise TypeError(f"{name}['{key}'] must be a dict (a config), got "
+                            f"{fields.data[key]!r}")
         if sub is None:
             if key in defaults and fields.obj is None:
                 missing.append(key)
@@ -679,12 +682,13 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
         block = {**_default_block(fields, label), **block}
 
     rope_type = block.get("rope_type", block.get("type", "default"))
+    if not isinstance(rope_type, str):
+        raise TypeError(f"{where}['rope_type'] must be a string such as 'yarn', got "
+                        f"{rope_type!r}")
     if rope_type == "default" and rules.get("default_rope_type"):
         rope_type = rules["default_rope_type"]  # vision encoders: axial by default
     # Qwen2-VL's config class turns "mrope" into default RoPE; M-RoPE changes positions only
     rope_type = ROPE_TYPE_ALIASES.get(rope_type, rope_type)
-    if not isinstance(rope_type, str):
-        raise TypeError(f"{where}['rope_type'] must be a string, got {rope_type!r}")
     if "type" in block and "rope_type" in block and block["type"] != block["rope_type"]:
         notes.append(f"{where} has type={block['type']!r} and rope_type="
                      f"{block['rope_type']!r}; transformers uses rope_type")
@@ -694,6 +698,13 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
     if rope_type not in ROPE_TYPE_KEYS:
         raise UnsupportedRopeError(f"{model_type}: rope_type {rope_type!r} in {where} is not "
                                    f"one of the supported types {', '.join(ROPE_TYPES)}")
+    # A key the model declares its own (ignore_keys_at_rope_validation) that its rotary
+    # embedding reads for the frequencies: a rule rope_lab does not reproduce.
+    own = sorted(set(block) & set(rules.get("ignore_keys_read", ())))
+    if own:
+        raise UnsupportedRopeError(
+            f"{model_type}: {where} sets {', '.join(map(repr, own))}, which its rotary "
+            f"embedding reads with a frequency rule of its own; not supported")
     # Keys transformers would not read: misspellings, another type's options. A model's
     # ignore_keys_at_rope_validation are its own (M-RoPE sections …), never warned about.
     known = ROPE_TYPE_KEYS[rope_type] | {"rope_type", "type", "partial_rotary_factor"}
@@ -755,15 +766,21 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
                      f"features of the head); a scaling rope_type would read it")
 
     explicit = None
-    mla = rules.get("mla_head_dim") if fields.has("qk_rope_head_dim") else None
-    if mla == "rope":  # DeepSeek-V2/V3: the class makes head_dim = qk_rope_head_dim
-        explicit = int(_number(fields.get("qk_rope_head_dim"), "qk_rope_head_dim",
-                               integer=True, positive=True) * applied)
-    elif mla == "nope+rope":  # Mistral 4: head_dim × partial, partial = rope / head_dim
-        explicit = int(head_dim * applied)
-    elif fields.has("qk_rope_head_dim"):  # MLA elsewhere: only these features rotate
-        explicit = int(_number(fields.get("qk_rope_head_dim"), "qk_rope_head_dim",
-                               integer=True, positive=True) * applied)
+    if fields.has("qk_rope_head_dim"):
+        # Multi-head latent attention: transformers' RoPE functions rotate
+        # config.head_dim × partial_rotary_factor, and what head_dim is depends on the class:
+        # the file's (or a layer type's) head_dim where it gives one; else DeepSeek-V2/V3 make
+        # it qk_rope_head_dim and Mistral 4 qk_nope + qk_rope (the table's mla_head_dim)
+        given = _per_layer(fields, layer_type, "head_dim")
+        given = given if given is not None else fields.raw("head_dim")
+        if given is not None:
+            rope_head = _number(given, "head_dim", integer=True, positive=True)
+        elif rules.get("mla_head_dim") == "nope+rope":
+            rope_head = head_dim
+        else:
+            rope_head = _number(fields.get("qk_rope_head_dim"), "qk_rope_head_dim",
+                                integer=True, positive=True)
+        explicit = int(rope_head * applied)
     if in_code or (not fields.known and fields.raw("rotary_dim") is not None):
         explicit = fields.get("rotary_dim", head_dim)  # GPT-J's default: the whole head
     elif fields.raw("rotary_dim") is not None and "rotary_dim" not in legacy and \
@@ -933,7 +950,7 @@ def inv_freq_from_spec(spec: RopeSpec, seq_len: int | None = None, *, device=Non
     if kind == "longrope":
         return scaling.longrope_inv_freq(
             dim, factor=max(factor, 1.0), original_max_position=original, seq_len=seq_len,
-            short_factor=list(p["short_factor"]), long_factor=list(p["long_factor"]),
+            short_factor=p["short_factor"], long_factor=p["long_factor"],
             attention_factor=p.get("attention_factor"), **common)
     # yarn; transformers replaces a missing or zero beta by its default (`or 32`, `or 1`)
     options = dict(beta_fast=p.get("beta_fast") or 32.0, beta_slow=p.get("beta_slow") or 1.0,

@@ -130,7 +130,8 @@ def rotary_tables(config: dict) -> dict:
     if text is None:
         raise OracleUnavailable(f"{config.get('model_type')}: no RoPE config in transformers")
     rotary = build_rotary(text)
-    if rotary is None:
+    found = tables(rotary) if rotary is not None else {}
+    if not found:
         module = importlib.import_module(type(text).__module__.replace(".configuration_",
                                                                        ".modeling_"))
         make = getattr(module, "create_sinusoidal_positions", None)
@@ -139,7 +140,6 @@ def rotary_tables(config: dict) -> dict:
             return {None: (torch.asin(table[1, : text.rotary_dim // 2].double()).float(), 1.0)}
         raise OracleUnavailable(f"transformers {version()} has no rotary embedding for "
                                 f"{config.get('model_type')} that builds from its config")
-    found = tables(rotary)
     local = getattr(text, "rope_local_base_freq", None)
     if set(found) == {None} and local is not None:  # transformers 4.x Gemma 3
         copied = copy.deepcopy(text)
@@ -346,6 +346,9 @@ def model_type_rules(model_types=None) -> dict:
                 mla = _mla_head_dim(cls, default)
                 if mla:
                     entry["mla_head_dim"] = mla
+                read = _ignored_keys_read(cls, default, ignored)
+                if read:
+                    entry["ignore_keys_read"] = read
             known.append(model_type)
             relevant = ("rope_parameters", "partial_in_default", "sub_configs", "legacy_keys",
                         "labels")
@@ -468,6 +471,49 @@ def _sub_defaults(cls, default, key, model_type) -> tuple[dict, dict]:
 
 def CONFIG_MAPPING_class(model_type):  # noqa: N802 - transformers' registry, by model type
     return _transformers().CONFIG_MAPPING[model_type]
+
+
+# Keys of ignore_keys_at_rope_validation about positions, not frequencies (never probed).
+POSITION_ONLY = ("mrope_section", "mrope_interleaved", "interleaved", "xdrope_section")
+
+
+def _ignored_keys_read(cls, default, ignored) -> list[str]:
+    """The keys a model lists in ``ignore_keys_at_rope_validation`` that its rotary embedding
+    does read for the frequencies (HunYuan-VL: ``alpha`` turns dynamic RoPE into its own NTK
+    rule), found by building the rotary embedding with and without each (set to 2) on plain
+    and dynamic RoPE."""
+    block = _block(default)
+    if not block or any(isinstance(v, dict) for v in block.values()):
+        return []
+    read = []
+    shape = {}
+    if getattr(default, "head_dim", 0) is None:  # HunYuan-VL's default: its rotary needs one
+        try:
+            shape = {"head_dim": default.hidden_size // default.num_attention_heads}
+        except (AttributeError, TypeError, ZeroDivisionError):
+            pass
+    for key in ignored:
+        if key in POSITION_ONLY or key == "max_position_embeddings":
+            continue
+        for rope in ({"rope_type": "default"}, {"rope_type": "dynamic", "factor": 2.0}):
+            base = {**{k: v for k, v in block.items() if k in ("rope_theta",
+                                                                  "partial_rotary_factor")},
+                    **rope}
+            tables_ = []
+            for extra in ({}, {key: 2.0}):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    try:
+                        config = cls(rope_parameters={**base, **extra}, **shape)
+                        rotary = build_rotary(rope_config(config) or config)
+                        tables_.append({k: (v[0].tolist(), v[1])
+                                        for k, v in tables(rotary).items()} if rotary else None)
+                    except Exception:  # noqa: BLE001 - refused
+                        tables_.append(None)
+            if tables_[0] is not None and tables_[1] is not None and tables_[0] != tables_[1]:
+                read.append(key)
+                break
+    return read
 
 
 def _mla_head_dim(cls, default) -> str | None:
