@@ -3,7 +3,7 @@
 #   make test  set up .venv with the test tools too and run every check (what CI runs)
 # and a few more:
 #   make book     execute every notebook and write the course as a static site in build/book/
-#   make compat   the oldest supported versions and Google Colab's stack (nox sessions)
+#   make compat   the oldest supported versions, Google Colab's stack and the newest releases (nox)
 #   make set-repository URL=https://github.com/OWNER/NAME   where the course is published
 #
 # Variables:
@@ -78,8 +78,8 @@ notebooks: install-test
 browser: install-test chromium
 	$(PY) -m pytest -p no:cacheprovider tests/browser
 
-# The oldest versions pyproject.toml allows and Google Colab's stack, each in its own
-# virtual environment under .nox/, running the unit tests and every notebook.
+# The oldest versions pyproject.toml allows, Google Colab's stack and the newest releases,
+# each in its own virtual environment under .nox/, running the unit tests and every notebook.
 compat: install-test
 	$(if $(filter cpu,$(TORCH)),ROPE_LAB_TORCH_INDEX=$(TORCH_CPU_INDEX)) $(VENV)/bin/nox --no-color
 
