@@ -25,6 +25,9 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 
 RTOL = 2e-6
 HEAD, BASE, L = 64, 10000.0, 2048
+# The YaRN cases scale past max_position / L on purpose; rope_lab warns as transformers does
+# (test_yarn_factor_that_disagrees_with_the_lengths_is_warned_about checks that warning).
+pytestmark = pytest.mark.filterwarnings("ignore:.*transformers warns and uses the explicit")
 
 
 def lists(dim, seed):

@@ -878,12 +878,14 @@ def inv_freq_from_config(config, layer_type: str | None = None, seq_len: int | N
         config: a dict read from ``config.json`` or a transformers config object, in the
             transformers 4 schema (``rope_theta`` + ``rope_scaling``) or the 5 schema
             (``rope_parameters``, flat or per layer type); a multimodal config's
-            ``text_config`` is used when the top level has no RoPE.
+            ``text_config`` is used when the top level has no RoPE. What the file leaves out
+            its model type's config class fills in (:func:`transformers_rules`).
         layer_type: for per-layer-type RoPE (Gemma 3: ``"sliding_attention"`` /
             ``"full_attention"``); see :func:`layer_types`.
         seq_len: the current sequence length, for the types that depend on it: ``dynamic``
             (the base grows past max_position_embeddings) and ``longrope`` (the long factors
-            once seq_len exceeds original_max_position_embeddings; None: the short ones).
+            once seq_len exceeds original_max_position_embeddings; None: the short ones). An
+            int ≥ 0 or a one-element integer tensor, as transformers' rotary embeddings pass.
         device, dtype: of the result (computed in float64, rounded once).
 
     Returns:
@@ -893,10 +895,15 @@ def inv_freq_from_config(config, layer_type: str | None = None, seq_len: int | N
         head) and the factor that multiplies cos and sin.
 
     Raises:
-        UnsupportedRopeError: axial RoPE, unknown rope types, odd rotary dims (names the
-            model type). ValueError / TypeError: missing or bad parameters (names them).
+        UnsupportedRopeError: a model's own frequency rule, unknown rope types, odd rotary
+            dims (names the model type). ValueError / TypeError: missing or malformed
+            parameters (names them), a config with no RoPE.
 
-    Keys transformers would ignore (typos, another type's options) raise a warning.
+    Warns (UserWarning, one line each, as :func:`config_warnings` lists them): keys
+    transformers would ignore (typos, another type's options, a partial_rotary_factor the
+    model's plain RoPE never reads), values it guesses (no original_max_position_embeddings,
+    a YaRN factor its lengths contradict), and a model type transformers does not know, read
+    with the generic rule.
     """
     spec, notes = _resolve(config, layer_type)
     for note in notes:

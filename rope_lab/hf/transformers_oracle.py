@@ -5,6 +5,11 @@ config class and rotary embedding from a ``config.json`` dict (no weights, no ne
 returns transformers' numbers for notebook 10 and the tests to compare with
 :func:`rope_lab.hf.inv_freq_from_config`. Works with transformers 4.45 to 5.x; a function
 that cannot run on the installed release raises :class:`OracleUnavailable` with the reason.
+
+It also writes the rules rope_lab.hf reads configs with (:func:`model_type_rules`,
+``python -m rope_lab.hf.transformers_oracle`` → ``transformers_rules/<version>.json``): per
+model type, what its config class does with a config.json, learned by reading the class and
+by building it from probe configs, never typed in by hand.
 """
 
 from __future__ import annotations
