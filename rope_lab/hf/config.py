@@ -189,12 +189,25 @@ def transformers_rules(version: str | None = None) -> dict:
     return data
 
 
-def _rules(model_type) -> dict | None:
-    """The rules of ``model_type``; {} for a known type with none; None if unknown."""
-    table = transformers_rules()
-    if not isinstance(model_type, str) or model_type not in table["known"]:
+def _rules(model_type, other_releases: bool = True) -> dict | None:
+    """The rules of ``model_type``: those of the installed release (:func:`rules_version`),
+    else of the closest release rope_lab has rules for that knows it (DeepSeek-V3 with
+    transformers 4.45 installed: the installed release cannot build it at all, a later one
+    can); {} for a known type with no rules of its own; None if no release knows it."""
+    if not isinstance(model_type, str):
         return None
-    return table["model_types"].get(model_type, {})
+    table = transformers_rules()
+    if model_type in table["known"]:
+        return table["model_types"].get(model_type, {})
+    if not other_releases:
+        return None
+    here = _version_key(table["transformers"])
+    for version in sorted(available_rules(), key=lambda v: (
+            abs(_version_key(v)[0] - here[0]), abs(_version_key(v)[1] - here[1]))):
+        other = transformers_rules(version)
+        if model_type in other["known"]:
+            return other["model_types"].get(model_type, {})
+    return None
 
 
 @dataclass(frozen=True)
@@ -284,10 +297,12 @@ class _Fields:
         if own is not None and not isinstance(own, str):
             raise TypeError(f"{name}['model_type'] must be a string, got {own!r}")
         self.model_type = own if own is not None else model_type
-        self.rules = _rules(self.model_type)
+        self.rules = _rules(self.model_type, other_releases=False)
         if self.rules is None and (parent_known or type(config).__module__.startswith(
                 "transformers.models.")):
             self.rules = {}  # a text config only its (known) multimodal class defines
+        if self.rules is None:
+            self.rules = _rules(self.model_type)  # a type only another release knows
         rules = self.rules or {}
         self.aliases = rules.get("attribute_map", {})
         # a config object has its class defaults already; a dict gets them from the table
@@ -625,8 +640,9 @@ def first(fields: _Fields, names):
 
 
 def _generic_note(fields: _Fields) -> str:
-    what = (f"model_type {fields.model_type!r} is not one transformers "
-            f"{transformers_rules()['transformers']} knows (remote code defines its RoPE)"
+    versions = ", ".join(available_rules())
+    what = (f"model_type {fields.model_type!r} is not one transformers knows ({versions}; "
+            f"remote code defines its RoPE)"
             if fields.model_type is not None else "the config has no model_type")
     return (f"{what}: read with the generic rule (rope_theta, default 10000; rotary_dim, else "
             f"head_dim × partial_rotary_factor / rotary_pct; the rope block as transformers "
