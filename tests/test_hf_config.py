@@ -382,9 +382,11 @@ def assert_tables(config, *, expect_warning=None):
 
 @pytest.mark.skipif(VERSION < Version("5.17"), reason="DeepSeek-V4 arrived in transformers 5")
 def test_deepseek_v4_flat_file_is_two_tables_as_its_config_class_builds():
-    """The released file: rope_theta, compress_rope_theta and a YaRN rope_scaling (factor 16
-    from 65536) become main (plain, base 10000) and compress (YaRN at 160000, attention
-    factor 1), as DeepseekV4Config.__post_init__ does."""
+    """A file shaped like the released ones (their RoPE keys: rope_theta, compress_rope_theta,
+    compress_ratios and a YaRN rope_scaling with factor 16 from 65536; the published
+    config.json itself was not found in a public repository, so this dict is built here)
+    becomes main (plain, base 10000) and compress (YaRN at 160000, attention factor 1), as
+    DeepseekV4Config.__post_init__ does."""
     if "deepseek_v4" not in transformers.CONFIG_MAPPING:
         pytest.skip(f"transformers {VERSION} has no deepseek_v4")
     config = {"model_type": "deepseek_v4", "hidden_size": 4096, "num_attention_heads": 64,
