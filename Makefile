@@ -3,7 +3,7 @@
 #   make test  set up .venv with the test tools too and run every check (what CI runs)
 # and a few more:
 #   make book     execute every notebook and write the course as a static site in build/book/
-#   make compat   the oldest supported versions, Google Colab's stack and the newest releases (nox)
+#   make compat   the oldest supported versions and Google Colab's stack (nox sessions)
 #   make set-repository URL=https://github.com/OWNER/NAME   where the course is published
 #
 # Variables:
