@@ -232,6 +232,29 @@ def test_markdown_becomes_one_message_per_block():
                      ("| name | value |\n|---|---|\n| one | 1 |", "markdown table")]
 
 
+@pytest.mark.parametrize("source", [
+    # only a list numbered 1 may interrupt a paragraph (notebook 07's "slope 1 and⏎2. The")
+    "guides of slope 1 and\n2. The times are measured here.",
+    "a paragraph with words\n1. interrupts it here",
+    "three words here\n- a bullet interrupts\n- and another one",
+    # in a list, a marker left of the item's text starts the next item, whatever its number
+    "1. the first item\n   goes on here\n2. the second item\n3. a third item",
+    "**What you will learn**\n1. one thing;\n2. another thing;",
+    # inside an item's text only a bullet or 1. starts a (nested) list
+    "- an item about slopes\n  2. is not a new list\n- the next item",
+    "- an item about slopes\n  1. starts a nested list\n- the next item",
+])
+def test_markdown_blocks_are_the_paragraphs_commonmark_makes(source):
+    """An independent reader (markdown-it-py, CommonMark) finds the same paragraphs, list
+    items included, with the same words as the segmenter."""
+    markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py parses the markdown")
+    tokens = markdown_it.MarkdownIt("commonmark").parse(source)
+    expected = [" ".join(line.strip() for line in t.content.split("\n"))
+                for t in tokens if t.type == "inline"]
+    found = [m.msgid for m in text.notebook_messages(_notebook(("markdown", source)))]
+    assert found == expected
+
+
 CODE = '''\
 import rope_lab as rl
 from rope_lab import plots

@@ -113,14 +113,27 @@ def display_width(text: str) -> int:
 
 # --- markdown ---------------------------------------------------------------------------------
 
-_ITEM = re.compile(r"^(\s*(?:[-*+]|\d+[.)])\s+)(.*)$")
+_ITEM = re.compile(r"^(\s*(?:[-*+]|(\d+)[.)])\s+)(.*)$")
 _HEADING = re.compile(r"^(#{1,6}\s+)(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
-def _block_start(line: str) -> bool:
+def _block_start(line: str, item_column: int | None) -> bool:
+    """Whether ``line`` ends the paragraph or list item being read and starts a block.
+
+    ``item_column``: the column where the current list item's text starts (None: a plain
+    paragraph). A list marker follows CommonMark: left of that column it closes the item
+    and starts the next one (any number: ``2.`` after ``1.``); where it would interrupt a
+    paragraph (a plain one, or the text of an item) only a non-empty item that is a bullet
+    or numbered 1 may start, so "slope 1 and⏎2. The times" is one paragraph.
+    """
     stripped = line.strip()
-    return (not stripped or bool(_ITEM.match(line)) or bool(_HEADING.match(line))
+    if item := _ITEM.match(line):
+        indent = len(line) - len(line.lstrip())
+        if item_column is not None and indent < item_column:
+            return True
+        return bool(item[3].strip()) and (item[2] is None or int(item[2]) == 1)
+    return (not stripped or bool(_HEADING.match(line))
             or stripped.startswith(("|", "$$", "<")) or bool(_FENCE.match(line)))
 
 
@@ -172,7 +185,7 @@ def _markdown_slots(source: str, cell_id: str) -> list[_Slot]:
             prefix = item[1] if item else line[:len(line) - len(line.lstrip())]
             first, words = i, [line[len(prefix):].strip()]
             i += 1
-            while i < len(lines) and not _block_start(lines[i]):
+            while i < len(lines) and not _block_start(lines[i], len(prefix) if item else None):
                 words.append(lines[i].strip())
                 i += 1
             add(first, i - 1, " ".join(words), prefix,
