@@ -498,6 +498,26 @@ def test_the_chinese_readme_gives_the_quick_start_and_its_links_work():
     assert targets and not [t for t in targets if not (ROOT / t).exists()]
 
 
+def test_a_percent_sign_is_no_format_directive(tmp_path):
+    """Babel takes "40% of the head" for a %-directive ("% o") and flags the entry
+    python-format; nothing in the course is %-formatted, so no catalog says so, and msgfmt
+    accepts a translation that writes the percent sign its own way."""
+    english = _tiny_repository(tmp_path)
+    notebook = _load(english)
+    notebook["cells"][0]["source"] += "\n\nPhi-2 rotates 40% of the head, GPT-NeoX 25 % rotary."
+    english.write_text(json.dumps(notebook))
+    po = catalogs.init("01_tiny", tmp_path)
+    _translate_all(po)
+    catalog = catalogs.read_catalog(po)
+    catalog["Phi-2 rotates 40% of the head, GPT-NeoX 25 % rotary."].string = "Phi-2 旋转头的 40%。"
+    catalogs.write_catalog(catalog, po)
+    assert "python-format" not in po.read_text(encoding="utf-8")
+    if shutil.which("msgfmt"):
+        result = subprocess.run(["msgfmt", "--check", "-o", str(tmp_path / "out.mo"), str(po)],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.skipif(shutil.which("msgfmt") is None, reason="GNU gettext's msgfmt is not installed")
 @pytest.mark.parametrize("po", [*CATALOGS, catalogs.PACKAGE_PO], ids=lambda p: p.name)
 def test_gnu_msgfmt_accepts_every_catalog(po, tmp_path):
