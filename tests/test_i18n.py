@@ -7,6 +7,7 @@ strays from the term table. The second half shows each check failing on a broken
 
 from __future__ import annotations
 
+import ast
 import copy
 import gettext
 import io
@@ -309,6 +310,16 @@ def test_a_translated_literal_stays_valid_code_within_the_line_length():
     # run the built cell (its import line aside) to read the value the literal now has
     exec(compile(built.split("\n", 2)[2], "cell", "exec"), {"gap": 0.5, "rl": checker})
     assert captured["detail"] == long.replace("{gap:.1e}", "5.0e-01")
+    # a long line of code after the literal leaves its last piece little room
+    source = ('import rope_lab as rl\n\n'
+              'rl.check(f"{name}: a claim that fills the line up to here and then "\n'
+              '         "axis", sum(section) == spec.rotary_dim // 2 and bool((owners.sum(0) == 1)'
+              '.all()))\n')
+    built = text._apply(source, text._code_slots(source, "c", text.SignatureResolver([source])),
+                        lambda m: "{name}：一个足够长的中文论断，占满这一行之后还要再写上好几个字，"
+                                  "最后给每个维度对分配一个轴")
+    assert max(text.display_width(line) for line in built.split("\n")) <= text.LINE_LENGTH, built
+    ast.parse(built)
 
 
 def _tiny_repository(root: Path) -> Path:

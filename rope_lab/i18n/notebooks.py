@@ -497,6 +497,18 @@ def _chunks(atoms, widths, first_budget: int, budget: int) -> list[list]:
     return [[atom for _, atom in chunk] for chunk in chunks if chunk]
 
 
+def _fit_last(chunk: list, quote: str, formatted: bool, room: int) -> list[list]:
+    """``chunk`` split where a line may break so that its end fits in ``room`` columns (the
+    code after the literal leaves no more), or ``[chunk]`` when no break allows it."""
+    widths = [display_width(_encode(a, quote, formatted)) for a in chunk]
+    if sum(widths) <= room:
+        return [chunk]
+    for j in range(1, len(chunk)):
+        if _break_after(chunk, j - 1) and sum(widths[j:]) <= room:
+            return [chunk[:j], chunk[j:]]
+    return [chunk]
+
+
 def _render_literal(template: str, formatted: bool, quote: str, lead: str, tail: str,
                     bracketed: bool) -> str:
     """Source for a literal with text ``template`` that follows ``lead`` on its line and is
@@ -515,6 +527,8 @@ def _render_literal(template: str, formatted: bool, quote: str, lead: str, tail:
     else:
         chunks = _chunks(atoms, widths, first_budget - (0 if bracketed else 1),
                          max(budget, 20))
+        if budget < 20:  # the last piece shares its line with the code after the literal
+            chunks[-1:] = _fit_last(chunks[-1], quote, formatted, budget)
 
     def piece(chunk) -> str:
         is_f = formatted and any(kind == "field" for kind, _ in chunk)
