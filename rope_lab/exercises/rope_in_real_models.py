@@ -43,8 +43,10 @@ def _config(head_dim, heads, base, *, schema, explicit_head=False, partial=None,
             old_type_key=False):
     """A config.json dict for plain RoPE (factor None) or linear scaling."""
     hidden = heads * (head_dim + 16 if explicit_head else head_dim)
-    config = {"model_type": "llama", "hidden_size": hidden, "num_attention_heads": heads,
-              "max_position_embeddings": 4096}
+    # a partial rotary factor is a Phi config: Phi's rotary embedding applies it to plain RoPE,
+    # Llama's ignores it (transformers 5), and the exercise asks for r = int(head dim × factor)
+    config = {"model_type": "phi" if partial is not None else "llama", "hidden_size": hidden,
+              "num_attention_heads": heads, "max_position_embeddings": 4096}
     if explicit_head:
         config["head_dim"] = head_dim
     block = {"rope_type": "linear", "factor": factor} if factor else {"rope_type": "default"}
