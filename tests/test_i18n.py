@@ -7,6 +7,7 @@ strays from the term table. The second half shows each check failing on a broken
 
 from __future__ import annotations
 
+import ast
 import copy
 import gettext
 import io
@@ -232,6 +233,29 @@ def test_markdown_becomes_one_message_per_block():
                      ("| name | value |\n|---|---|\n| one | 1 |", "markdown table")]
 
 
+@pytest.mark.parametrize("source", [
+    # only a list numbered 1 may interrupt a paragraph (notebook 07's "slope 1 and⏎2. The")
+    "guides of slope 1 and\n2. The times are measured here.",
+    "a paragraph with words\n1. interrupts it here",
+    "three words here\n- a bullet interrupts\n- and another one",
+    # in a list, a marker left of the item's text starts the next item, whatever its number
+    "1. the first item\n   goes on here\n2. the second item\n3. a third item",
+    "**What you will learn**\n1. one thing;\n2. another thing;",
+    # inside an item's text only a bullet or 1. starts a (nested) list
+    "- an item about slopes\n  2. is not a new list\n- the next item",
+    "- an item about slopes\n  1. starts a nested list\n- the next item",
+])
+def test_markdown_blocks_are_the_paragraphs_commonmark_makes(source):
+    """An independent reader (markdown-it-py, CommonMark) finds the same paragraphs, list
+    items included, with the same words as the segmenter."""
+    markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py parses the markdown")
+    tokens = markdown_it.MarkdownIt("commonmark").parse(source)
+    expected = [" ".join(line.strip() for line in t.content.split("\n"))
+                for t in tokens if t.type == "inline"]
+    found = [m.msgid for m in text.notebook_messages(_notebook(("markdown", source)))]
+    assert found == expected
+
+
 CODE = '''\
 import rope_lab as rl
 from rope_lab import plots
@@ -286,6 +310,16 @@ def test_a_translated_literal_stays_valid_code_within_the_line_length():
     # run the built cell (its import line aside) to read the value the literal now has
     exec(compile(built.split("\n", 2)[2], "cell", "exec"), {"gap": 0.5, "rl": checker})
     assert captured["detail"] == long.replace("{gap:.1e}", "5.0e-01")
+    # a long line of code after the literal leaves its last piece little room
+    source = ('import rope_lab as rl\n\n'
+              'rl.check(f"{name}: a claim that fills the line up to here and then "\n'
+              '         "axis", sum(section) == spec.rotary_dim // 2 and bool((owners.sum(0) == 1)'
+              '.all()))\n')
+    built = text._apply(source, text._code_slots(source, "c", text.SignatureResolver([source])),
+                        lambda m: "{name}：一个足够长的中文论断，占满这一行之后还要再写上好几个字，"
+                                  "最后给每个维度对分配一个轴")
+    assert max(text.display_width(line) for line in built.split("\n")) <= text.LINE_LENGTH, built
+    ast.parse(built)
 
 
 def _tiny_repository(root: Path) -> Path:
@@ -473,6 +507,26 @@ def test_the_chinese_readme_gives_the_quick_start_and_its_links_work():
         assert needed in readme, needed
     targets = re.findall(r"\]\(([^)#\s]+)\)", readme)
     assert targets and not [t for t in targets if not (ROOT / t).exists()]
+
+
+def test_a_percent_sign_is_no_format_directive(tmp_path):
+    """Babel takes "40% of the head" for a %-directive ("% o") and flags the entry
+    python-format; nothing in the course is %-formatted, so no catalog says so, and msgfmt
+    accepts a translation that writes the percent sign its own way."""
+    english = _tiny_repository(tmp_path)
+    notebook = _load(english)
+    notebook["cells"][0]["source"] += "\n\nPhi-2 rotates 40% of the head, GPT-NeoX 25 % rotary."
+    english.write_text(json.dumps(notebook))
+    po = catalogs.init("01_tiny", tmp_path)
+    _translate_all(po)
+    catalog = catalogs.read_catalog(po)
+    catalog["Phi-2 rotates 40% of the head, GPT-NeoX 25 % rotary."].string = "Phi-2 旋转头的 40%。"
+    catalogs.write_catalog(catalog, po)
+    assert "python-format" not in po.read_text(encoding="utf-8")
+    if shutil.which("msgfmt"):
+        result = subprocess.run(["msgfmt", "--check", "-o", str(tmp_path / "out.mo"), str(po)],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.skipif(shutil.which("msgfmt") is None, reason="GNU gettext's msgfmt is not installed")

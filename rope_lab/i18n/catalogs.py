@@ -175,6 +175,11 @@ def po_bytes(catalog: Catalog, *, include_lineno: bool = False) -> bytes:
     Babel's own ``include_previous`` re-wraps a long previous msgid as comment text, which
     breaks its quoting; the previous msgid is written here the way msgmerge writes it.
     """
+    # Nothing here is %-formatted, but Babel flags any text where "40% of" or "25 % rotary"
+    # looks like a %-directive as python-format, and msgfmt --check then refuses every
+    # translation that does not repeat the directive ("40%的头" is no "% o").
+    for message in catalog:
+        message.flags.discard("python-format")
     buffer = io.BytesIO()
     write_po(buffer, catalog, width=WIDTH, ignore_obsolete=True, include_previous=False,
              include_lineno=include_lineno)

@@ -124,14 +124,27 @@ def display_width(text: str) -> int:
 
 # --- markdown ---------------------------------------------------------------------------------
 
-_ITEM = re.compile(r"^(\s*(?:[-*+]|\d+[.)])\s+)(.*)$")
+_ITEM = re.compile(r"^(\s*(?:[-*+]|(\d+)[.)])\s+)(.*)$")
 _HEADING = re.compile(r"^(#{1,6}\s+)(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
-def _block_start(line: str) -> bool:
+def _block_start(line: str, item_column: int | None) -> bool:
+    """Whether ``line`` ends the paragraph or list item being read and starts a block.
+
+    ``item_column``: the column where the current list item's text starts (None: a plain
+    paragraph). A list marker follows CommonMark: left of that column it closes the item
+    and starts the next one (any number: ``2.`` after ``1.``); where it would interrupt a
+    paragraph (a plain one, or the text of an item) only a non-empty item that is a bullet
+    or numbered 1 may start, so "slope 1 and⏎2. The times" is one paragraph.
+    """
     stripped = line.strip()
-    return (not stripped or bool(_ITEM.match(line)) or bool(_HEADING.match(line))
+    if item := _ITEM.match(line):
+        indent = len(line) - len(line.lstrip())
+        if item_column is not None and indent < item_column:
+            return True
+        return bool(item[3].strip()) and (item[2] is None or int(item[2]) == 1)
+    return (not stripped or bool(_HEADING.match(line))
             or stripped.startswith(("|", "$$", "<")) or bool(_FENCE.match(line)))
 
 
@@ -183,7 +196,7 @@ def _markdown_slots(source: str, cell_id: str) -> list[_Slot]:
             prefix = item[1] if item else line[:len(line) - len(line.lstrip())]
             first, words = i, [line[len(prefix):].strip()]
             i += 1
-            while i < len(lines) and not _block_start(lines[i]):
+            while i < len(lines) and not _block_start(lines[i], len(prefix) if item else None):
                 words.append(lines[i].strip())
                 i += 1
             add(first, i - 1, " ".join(words), prefix,
@@ -518,6 +531,18 @@ def _chunks(atoms, widths, first_budget: int, budget: int) -> list[list]:
     return [[atom for _, atom in chunk] for chunk in chunks if chunk]
 
 
+def _fit_last(chunk: list, quote: str, formatted: bool, room: int) -> list[list]:
+    """``chunk`` split where a line may break so that its end fits in ``room`` columns (the
+    code after the literal leaves no more), or ``[chunk]`` when no break allows it."""
+    widths = [display_width(_encode(a, quote, formatted)) for a in chunk]
+    if sum(widths) <= room:
+        return [chunk]
+    for j in range(1, len(chunk)):
+        if _break_after(chunk, j - 1) and sum(widths[j:]) <= room:
+            return [chunk[:j], chunk[j:]]
+    return [chunk]
+
+
 def _render_literal(template: str, formatted: bool, quote: str, lead: str, tail: str,
                     bracketed: bool) -> str:
     """Source for a literal with text ``template`` that follows ``lead`` on its line and is
@@ -536,6 +561,8 @@ def _render_literal(template: str, formatted: bool, quote: str, lead: str, tail:
     else:
         chunks = _chunks(atoms, widths, first_budget - (0 if bracketed else 1),
                          max(budget, 20))
+        if budget < 20:  # the last piece shares its line with the code after the literal
+            chunks[-1:] = _fit_last(chunks[-1], quote, formatted, budget)
 
     def piece(chunk) -> str:
         is_f = formatted and any(kind == "field" for kind, _ in chunk)
