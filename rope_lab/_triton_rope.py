@@ -33,7 +33,6 @@ module was imported (Triton's interpreter runs the same kernels with NumPy, slow
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
 import torch
 import triton
@@ -244,16 +243,79 @@ POSITION_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int6
                    torch.float16, torch.bfloat16, torch.float32)
 
 # The positions kernel's launch shape (see launch_shape). Each program computes the angles of
-# about ANGLES_PER_PROGRAM (row, pair)s, a few per thread: the float64 reduction and the
-# polynomials need registers, and a bigger tile spilled (ptxas: 2048 angles at 4 warps took
-# 255 registers and spilled; 512 fit in 72). It then streams PAIRS_PER_STEP pairs per step
-# (a few heads × its rows × the pairs: 16 elements of x per thread and load at 4 warps), for
-# up to MAX_STEPS steps, as long as about TARGET_PROGRAMS programs remain to fill the GPU.
+# at most ANGLES_PER_PROGRAM (row, pair)s, a few per thread: the float64 reduction and the
+# polynomials need registers, and big tiles spill (the H200 record's kernel took 255
+# registers and spilled at 2048 angles; tests/triton_compile.py checks the planned shapes).
+# It then rotates PAIRS_PER_STEP pairs per step (a few heads × its rows × the pairs: 16
+# elements of x per thread and load at 4 warps), for up to MAX_STEPS steps, as long as
+# about TARGET_PROGRAMS programs remain to spread over the GPU.
 ANGLES_PER_PROGRAM = 512
 PAIRS_PER_STEP = 2048
 MAX_STEPS = 16
 TARGET_PROGRAMS = 4096
 POSITION_WARPS = 4
+
+
+def _fast_launch_supported() -> bool:
+    """Launch.__call__'s direct launch: Triton ≥ 3.4 (triton.knobs, and the launcher's
+    arguments as read in triton/runtime/jit.py of 3.4 … 3.7), compiled kernels only."""
+    try:
+        version = tuple(int(part) for part in triton.__version__.split(".")[:2])
+    except ValueError:
+        return False
+    return not INTERPRETED and version >= (3, 4) and hasattr(triton, "knobs")
+
+
+# Off: every launch goes through Triton's own (scripts/gpu_tune.py compares the two).
+FAST_LAUNCH = _fast_launch_supported()
+
+
+class Launch:
+    """One kernel launch, ready but for its tensors: ``kernel[grid](*tensors, *ints,
+    **constants)``.
+
+    Triton's launch (``JITFunction.run``) spends about 20 µs of Python per call binding
+    every argument, deciding again what to specialize (aligned pointers, ints that are 1 or
+    multiples of 16), building a cache key and finding the compiled kernel: more than the
+    rotation of a decode step takes on the GPU. For a plan all of that is fixed except the
+    tensors' alignment, so after Triton's own launch has compiled and returned the kernel for
+    an alignment (and current device), later calls hand the same arguments straight to its
+    launcher, as Triton's run does and as torch.compile's generated code does.
+    """
+
+    __slots__ = ("kernel", "grid", "ints", "constants", "_constexprs", "_compiled")
+
+    def __init__(self, kernel, grid: tuple, ints: tuple, constants: dict):
+        self.kernel, self.grid, self.ints, self.constants = kernel, grid, ints, constants
+        # The launcher takes every parameter in order, the constexprs too.
+        self._constexprs = tuple(constants[name] for name in kernel.arg_names
+                                 if name in constants)
+        self._compiled: dict = {}
+
+    def __call__(self, *tensors) -> None:
+        if not self.grid[0]:
+            return
+        if not FAST_LAUNCH:
+            self.kernel[self.grid](*tensors, *self.ints, **self.constants)
+            return
+        driver = triton.runtime.driver.active
+        device = driver.get_current_device()
+        key = (device, *[t.data_ptr() % 16 == 0 for t in tensors])  # Triton's alignment rule
+        compiled = self._compiled.get(key)
+        if compiled is None:  # Triton's launch: compiles (or finds) and returns the kernel
+            compiled = self.kernel[self.grid](*tensors, *self.ints, **self.constants)
+            if len(tensors) + len(self.ints) + len(self._constexprs) == len(
+                    self.kernel.arg_names) and hasattr(compiled, "packed_metadata"):
+                self._compiled[key] = compiled
+            return
+        arguments = (*tensors, *self.ints, *self._constexprs)
+        stream = driver.get_current_stream(device)
+        runtime = triton.knobs.runtime
+        enter = runtime.launch_enter_hook  # a profiler's (Proton) hooks, as Triton calls them
+        metadata = None if enter is None else compiled.launch_metadata(self.grid, stream,
+                                                                       *arguments)
+        compiled.run(self.grid[0], 1, 1, stream, compiled.function, compiled.packed_metadata,
+                     metadata, enter, runtime.launch_exit_hook, *arguments)
 
 
 def _device_problem(device) -> str | None:
@@ -262,6 +324,8 @@ def _device_problem(device) -> str | None:
                 "rope_lab is imported, runs Triton's interpreter on CPU tensors)")
     return None
 
+
+# --- the table kernel ---------------------------------------------------------------------------
 
 def problem(x, cos, sin, out) -> str | None:
     """Why the table kernel cannot rotate these tensors, or None when it can."""
@@ -292,24 +356,24 @@ def _fold(x, cos, sin, out):
 
 def rotate(x, cos, sin, layout, out) -> None:
     """Write RoPE of x into out with one kernel launch (see :func:`problem` for the inputs)."""
-    plan = plan_tables(x, cos, sin, out, layout)
-    if plan.grid[0]:
-        _rope_kernel[plan.grid](x, out, cos, sin, *plan.ints, **plan.constants)
+    plan_tables(x, cos, sin, out, layout)(x, out, cos, sin)
 
 
-def plan_tables(x, cos, sin, out, layout):
-    """The table kernel's launch for these tensors (a :class:`PositionsPlan`)."""
+def plan_tables(x, cos, sin, out, layout) -> Launch:
+    """The table kernel's launch for these tensors (arguments x, out, cos, sin)."""
     rows = x.shape[:-1].numel()
     (_, size_1, size_2), (x_s, out_s, cos_s, sin_s) = _fold(x, cos, sin, out)
     half = cos.shape[-1]
     block_half = triton.next_power_of_2(half)
     block_rows = max(1, min(64, 4096 // block_half))
-    return PositionsPlan(
-        (triton.cdiv(rows, block_rows),),
+    return Launch(
+        _rope_kernel, (triton.cdiv(rows, block_rows),),
         (rows, size_1, size_2, *x_s, x.stride(-1), *out_s, out.stride(-1), *cos_s, *sin_s),
         {"HALF": half, "BLOCK_HALF": block_half, "BLOCK_ROWS": block_rows,
          "INTERLEAVED": layout == "interleaved", "num_warps": 4})
 
+
+# --- the positions kernels --------------------------------------------------------------------
 
 def launch_shape(n_rows: int, n_reuse: int, half: int) -> dict:
     """How the positions kernel covers n_rows rows (distinct positions) × n_reuse steps of
@@ -328,16 +392,8 @@ def launch_shape(n_rows: int, n_reuse: int, half: int) -> dict:
             "programs": row_blocks * triton.cdiv(head_steps, steps)}
 
 
-class PositionsPlan(NamedTuple):
-    """A kernel launch, ready but for the tensors (see plan_positions)."""
-
-    grid: tuple
-    ints: tuple  # sizes, then the strides of x, out (q, q's out, k, k's out), positions
-    constants: dict  # the constexprs and num_warps
-
-
 # Plans by everything they depend on (shapes, strides, dtypes, devices, layout): a model calls
-# with the same few shapes again and again, and planning costs more than the launch checks.
+# with the same few shapes again and again, and planning costs more than the launch's checks.
 _plans: dict = {}
 
 
@@ -356,12 +412,14 @@ def _cached(key, plan_it):
 
 
 def plan_positions(x, positions, theta, out, layout="half", negate=False):
-    """How the positions kernel rotates x into out: a :class:`PositionsPlan` for
+    """How the positions kernel rotates x into out: a :class:`Launch` for
     :func:`rotate_positions`, or a str saying why it cannot (x, out: the rotated features;
     positions: None for 0 … seq − 1, else broadcasting to x's leading dims; theta: float32
     ``(r/2,)``; negate: rotate by −m·θ_i, the backward pass). Cached."""
-    key = (_key(x), out.stride(), out.dtype, out.device, _key(theta), _key(positions), layout,
-           negate)
+    key = (x.shape, x.stride(), x.dtype, x.device, out.stride(), out.dtype, out.device,
+           theta.shape, theta.stride(), theta.dtype, theta.device, layout, negate,
+           None if positions is None else (positions.shape, positions.stride(),
+                                           positions.dtype, positions.device))
     return _cached(key, lambda: _plan_positions(x, positions, theta, out, layout, negate))
 
 
@@ -372,6 +430,18 @@ def plan_pair(q, k, positions, theta, q_out, k_out, layout="half"):
     key = ("pair", _key(q), _key(k), q_out.stride(), k_out.stride(), q_out.dtype,
            k_out.dtype, q_out.device, k_out.device, _key(theta), _key(positions), layout)
     return _cached(key, lambda: _plan_pair(q, k, positions, theta, q_out, k_out, layout))
+
+
+def rotate_positions(x, positions, theta, out, plan: Launch) -> None:
+    """Write RoPE of x into out with one launch, the angles m·θ_i computed in the kernel
+    (plan: from :func:`plan_positions` for these tensors)."""
+    plan(x, out, theta if positions is None else positions, theta)
+
+
+def rotate_pair(q, k, positions, theta, q_out, k_out, plan: Launch) -> None:
+    """Write RoPE of q into q_out and of k into k_out with one launch (plan: from
+    :func:`plan_pair`)."""
+    plan(q, q_out, k, k_out, theta if positions is None else positions, theta)
 
 
 def _problem(x, positions, theta, out) -> str | None:
@@ -444,8 +514,8 @@ def _plan_positions(x, positions, theta, out, layout, negate):
     programs = shape["programs"] if n_rows and n_reuse else 0
     ints = (n_rows, sizes[1], sizes[2], n_reuse, *x_s, x_r, x.stride(-1),
             *out_s, out_r, out.stride(-1), *pos_s)
-    return PositionsPlan((programs,), ints,
-                         {**_constants(shape, half, layout, positions), "NEGATE": negate})
+    return Launch(_rope_positions_kernel, (programs,), ints,
+                  {**_constants(shape, half, layout, positions), "NEGATE": negate})
 
 
 def _plan_pair(q, k, positions, theta, q_out, k_out, layout):
@@ -476,21 +546,5 @@ def _plan_pair(q, k, positions, theta, q_out, k_out, layout):
     ints = (n_rows, sizes[1], sizes[2], n_q, n_k, q_blocks,
             *q_s, q_r, q.stride(-1), *q_out_s, q_out_r, q_out.stride(-1),
             *k_s, k_r, k.stride(-1), *k_out_s, k_out_r, k_out.stride(-1), *pos_s)
-    return PositionsPlan((programs,), ints, _constants(shape, half, layout, positions))
-
-
-def rotate_positions(x, positions, theta, out, plan) -> None:
-    """Write RoPE of x into out with one launch, the angles m·θ_i computed in the kernel
-    (plan: from :func:`plan_positions` for these tensors)."""
-    if plan.grid[0]:
-        _rope_positions_kernel[plan.grid](x, out, theta if positions is None else positions,
-                                          theta, *plan.ints, **plan.constants)
-
-
-def rotate_pair(q, k, positions, theta, q_out, k_out, plan) -> None:
-    """Write RoPE of q into q_out and of k into k_out with one launch (plan: from
-    :func:`plan_pair`)."""
-    if plan.grid[0]:
-        _rope_positions_pair_kernel[plan.grid](
-            q, q_out, k, k_out, theta if positions is None else positions, theta, *plan.ints,
-            **plan.constants)
+    return Launch(_rope_positions_pair_kernel, (programs,), ints,
+                  _constants(shape, half, layout, positions))

@@ -596,7 +596,7 @@ def rotate_positions(x, positions, theta, layout, *, out=None, backend="auto"):
     """
     rotary_dim = 2 * theta.shape[0]
     partial = rotary_dim < x.shape[-1]
-    target = torch.empty(x.shape, dtype=x.dtype, device=x.device) if out is None else out
+    target = torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else out
     x_rot = x[..., :rotary_dim] if partial else x
     out_rot = target[..., :rotary_dim] if partial else target
     if x.device.type == "cpu" and backend != "triton":
@@ -686,8 +686,8 @@ def rotate_pair(q, k, positions, theta, layout, *, backend="auto"):
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or theta.requires_grad):
         return None
     rotary_dim = 2 * theta.shape[0]
-    q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    k_out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    q_out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    k_out = torch.empty_like(k, memory_format=torch.contiguous_format)
     q_rot, q_out_rot = q, q_out
     k_rot, k_out_rot = k, k_out
     if rotary_dim != q.shape[-1] or rotary_dim != k.shape[-1]:  # partial rotary

@@ -359,8 +359,9 @@ def test_a_wrong_positions_kernel_fails_the_self_check(monkeypatch):
     original = triton_rope.rotate_positions
 
     def wrong(x, positions, theta, out, plan):
-        constants = {**plan.constants, "NEGATE": not plan.constants["NEGATE"]}
-        original(x, positions, theta, out, plan._replace(constants=constants))
+        flipped = triton_rope.Launch(plan.kernel, plan.grid, plan.ints,
+                                     {**plan.constants, "NEGATE": not plan.constants["NEGATE"]})
+        original(x, positions, theta, out, flipped)
 
     monkeypatch.setattr(triton_rope, "rotate_positions", wrong)
     problem = fast.self_check(triton_rope, torch.device(DEVICE))
@@ -414,6 +415,16 @@ def test_the_spill_check_can_fail():
     result = _compile_script("--angles-per-program", "8192", "--only",
                              "train (8, 32, 4096, 128) bf16")
     assert result.returncode == 1 and "SPILLS" in result.stdout, result.stdout + result.stderr
+
+
+def test_the_direct_launch_hands_triton_s_launcher_what_triton_does():
+    """After the first launch of a plan, rope_lab calls the compiled kernel's launcher itself
+    (Triton's launch costs ~20 µs of Python): with a stand-in driver, both launches must
+    pass the launcher the same arguments (grid, stream, kernel, metadata, every tensor and
+    int)."""
+    result = _compile_script("--launch-check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("ok ") == 2 or "direct launch is off" in result.stdout
 
 
 # --- q and k in one launch (RotaryEmbedding.forward on CUDA) ---------------------------------

@@ -187,13 +187,103 @@ def variants():
                 yield f"table kernel {label}, {str(table)[6:]} tables", tables(x, table, layout)
 
 
+class _FakeDriver:
+    """Just enough of Triton's CUDA driver for a launch without a GPU: the launcher records
+    its arguments instead of launching."""
+
+    def __init__(self):
+        self.launches = []
+        driver = self
+
+        class Launcher:
+            def __init__(self, source, metadata):
+                pass
+
+            def __call__(self, *arguments):
+                driver.launches.append(arguments)
+
+        class Utils:
+            @staticmethod
+            def load_binary(name, kernel, shared, device):
+                return "module", "function", 32, 0, 1024
+
+            @staticmethod
+            def get_device_properties(device):
+                return {"max_shared_mem": 232448, "multiprocessor_count": 132}
+
+        self.launcher_cls, self.utils = Launcher, Utils
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 7  # a stream handle
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+
+def launch_check() -> int:
+    """rope_lab's direct launch (``Launch.__call__`` after the first call) must hand Triton's
+    launcher exactly what Triton's own ``kernel[grid](...)`` hands it; and how long each
+    takes in Python (the launcher itself a no-op here, as the GPU's C launcher is not)."""
+    import timeit
+
+    fake = _FakeDriver()
+    triton.runtime.driver.set_active(fake)
+    if not _triton_rope.FAST_LAUNCH:
+        print(f"the direct launch is off for Triton {triton.__version__}")
+        return 0
+    q = torch.randn(1, 8, 1, 64, dtype=torch.bfloat16)
+    k = torch.randn(1, 2, 1, 64, dtype=torch.bfloat16)
+    positions = torch.tensor([[37]])[:, None, :]
+    theta = rl.inv_freq(64)
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    plans = {"one tensor": (_triton_rope.plan_positions(q, positions, theta, q_out),
+                            (q, q_out, positions, theta)),
+             "q and k": (_triton_rope.plan_pair(q, k, positions, theta, q_out, k_out),
+                         (q, q_out, k, k_out, positions, theta))}
+    failures = 0
+    for name, (plan, tensors) in plans.items():
+        fake.launches.clear()
+        plan(*tensors)  # Triton's launch (compiles)
+        plan(*tensors)  # the direct one
+        by_triton, direct = fake.launches
+        # The metadata for a profiler's hooks is made afresh per launch: compare its contents.
+        differ = [index for index, (a, b) in enumerate(zip(by_triton, direct, strict=False))
+                  if not (a is b or (index == 6 and vars(a) == vars(b))
+                          or (type(a) is type(b) and not isinstance(a, torch.Tensor)
+                              and a == b))]
+        if len(by_triton) != len(direct) or differ:
+            failures += 1
+            print(f"FAILED {name}: the direct launch differs from Triton's at arguments "
+                  f"{differ}: {[(by_triton[i], direct[i]) for i in differ][:3]}"[:1500])
+            continue
+        calls = 20000
+        direct_us = min(timeit.repeat(lambda p=plan, t=tensors: p(*t), number=calls,
+                                      repeat=5)) / calls
+        arguments = (*tensors, *plan.ints)
+        triton_us = min(timeit.repeat(
+            lambda p=plan, a=arguments: p.kernel[p.grid](*a, **p.constants), number=calls,
+            repeat=5)) / calls
+        print(f"ok     {name}: the direct launch passes Triton's arguments "
+              f"({len(direct) - 9} of them); Python per launch: Triton's "
+              f"{triton_us * 1e6:.1f} µs, direct {direct_us * 1e6:.1f} µs")
+    return 1 if failures else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", help="compile only the launch shapes whose name starts so")
     parser.add_argument("--angles-per-program", type=int,
                         help="plan with this tile instead of ANGLES_PER_PROGRAM (a check that "
                              "the spill check can fail: 4096 spills)")
+    parser.add_argument("--launch-check", action="store_true",
+                        help="compare rope_lab's direct launch with Triton's (a fake driver)")
     args = parser.parse_args(argv)
+    if args.launch_check:
+        torch.set_num_threads(1)
+        return launch_check()
     if args.angles_per_program:
         _triton_rope.ANGLES_PER_PROGRAM = args.angles_per_program
     failures = 0
