@@ -638,8 +638,8 @@ class RotaryEmbedding(nn.Module):
     def _rotate_pair(self, q, k, positions):
         """q and k in one launch of the Triton kernel (CUDA, float32 angles, no gradient to
         record), or None. positions: validated, or None for 0 … seq − 1."""
-        if not q.is_cuda or q.dtype != k.dtype or torch.float64 in (
-                q.dtype, None if positions is None else positions.dtype):
+        if not q.is_cuda or _validate._is_compiling() or q.dtype != k.dtype or (
+                torch.float64 in (q.dtype, None if positions is None else positions.dtype)):
             return None
         theta = (self.inv_freq if self.custom_frequencies
                  else _theta(self.dim, self.base, torch.float32, q.device))
