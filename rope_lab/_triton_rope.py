@@ -1,15 +1,22 @@
 """RoPE as one Triton kernel. Imported only by :mod:`rope_lab.fast`.
 
-Two kernels, each one read of x and one write of out:
+Three kernels, each one read of x and one write of out:
 
 - :func:`rotate_positions` (what ``apply_rope`` runs on CUDA for float32 angles): each
-  program loads the positions of a block of rows (one row = one token of one head) and θ,
-  computes the angles, their cos and sin in registers, then rotates those rows for a run of
-  heads (or whatever dim the positions do not vary along), so each angle is computed once per
-  run instead of once per head. No cos/sin table, no host work that depends on values: one
-  launch, capturable in a CUDA graph.
+  program loads the positions of a few rows (one row = one token of one head) and θ, and
+  computes the angles and their cos and sin for that small tile of rows × pairs (a few per
+  thread: the float64 argument reduction needs registers, and a big tile spills). Then it
+  rotates those rows for a run of heads (or whatever dim the positions do not vary along),
+  several heads per load with cos and sin broadcast over them, so each angle is computed
+  once per run instead of once per head and each load moves many bytes. No cos/sin table,
+  no host work that depends on values: one launch, capturable in a CUDA graph.
+- :func:`rotate_pair`: the same for q and k in one launch (``RotaryEmbedding.forward``).
 - :func:`rotate` rotates by given cos/sin tables (float64 angles; the backward pass of the
   autograd function in :mod:`rope_lab.fast`).
+
+A launch is planned once per shape, strides and dtypes (:class:`Launch`); after Triton has
+compiled it, later calls skip Triton's per-call Python and hand the same arguments to its
+launcher.
 
 Any memory order works: the leading dims of x, out and the positions or tables (broadcast to
 x's leading dims, stride 0 where they repeat) are folded into three

@@ -533,7 +533,9 @@ class RotaryEmbedding(nn.Module):
     ``forward(q, k, positions=None) -> (q, k)`` with q, k of shape ``(..., seq, D)`` and
     D ≥ dim; features past ``dim`` pass through unrotated (partial rotary). Without
     positions it slices its cache; with positions it computes as :func:`apply_rope` does
-    (the same numbers, nothing read on the host).
+    (the same numbers, nothing read on the host). On CUDA with Triton, when no gradient is
+    recorded, q and k are rotated by one kernel launch that computes the angles itself
+    (k may have fewer heads than q, as in grouped-query attention).
 
     Args:
         dim: number of rotated features (even).
