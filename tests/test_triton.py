@@ -293,6 +293,21 @@ def test_positions_kernel_default_positions_and_reuse_in_steps(monkeypatch):
                torch.float32)
 
 
+def test_a_plan_is_never_served_to_another_memory_order_or_dtype():
+    """Plans are cached by shape, strides and dtypes: the same shape in another memory
+    order, or with ids of another dtype, gets its own plan and the right result."""
+    contiguous = _randn(2, 3, 7, 32)
+    transposed = _randn(2, 7, 3, 32, seed=1).transpose(1, 2)  # same shape, other strides
+    ids = torch.arange(7).to(DEVICE) * 5
+    before = len(triton_rope._plans)
+    for x in (contiguous, transposed, contiguous):
+        for positions in (ids, ids.int()):
+            _close(rl.apply_rope(x, positions, backend="triton"),
+                   rl.apply_rope(x.contiguous(), positions, backend="reference"),
+                   torch.float32)
+    assert len(triton_rope._plans) >= min(before + 4, 4)
+
+
 def test_launch_shape_keeps_tiles_small_and_programs_many():
     """The angle tile stays at most ANGLES_PER_PROGRAM (registers: the H200's finding), a
     step moves at most PAIRS_PER_STEP pairs, and the programs cover every row and head."""
