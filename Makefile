@@ -80,8 +80,8 @@ notebooks: install-test
 browser: install-test chromium
 	$(PY) -m pytest -p no:cacheprovider tests/browser
 
-# The oldest versions pyproject.toml allows and Google Colab's stack, each in its own
-# virtual environment under .nox/, running the unit tests and every notebook.
+# The oldest versions pyproject.toml allows, Google Colab's stack and the newest releases,
+# each in its own virtual environment under .nox/, running the unit tests and every notebook.
 compat: install-test
 	$(if $(filter cpu,$(TORCH)),ROPE_LAB_TORCH_INDEX=$(TORCH_CPU_INDEX)) $(VENV)/bin/nox --no-color
 

@@ -8,8 +8,11 @@ every notebook (course and solutions).
 - ``oldest``: every direct dependency at the lowest version pyproject.toml allows
   (``>=X`` becomes ``==X``). torch is the exception, see :data:`TORCH_HERE`.
 - ``colab``: Google Colab's stack, :data:`COLAB`.
+- ``newest``: the newest release of every dependency (upgraded on every run), so that a
+  deprecation in a new transformers, numpy or matplotlib shows up here before a learner
+  sees it. torch is the exception, see :func:`newest`.
 
-Run one with ``.venv/bin/nox -s oldest`` (or ``make compat`` for both). The virtual
+Run one with ``.venv/bin/nox -s oldest`` (or ``make compat`` for all three). The virtual
 environments live in ``.nox/`` and are reused between runs.
 """
 
@@ -28,7 +31,7 @@ except ImportError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parent
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["oldest", "colab"]
+nox.options.sessions = ["oldest", "colab", "newest"]
 
 # torch's lowest bound (2.1) only comes as a multi-GB CUDA wheel for this Python, and the
 # machines that build the course carry one torch wheel on disk; the README says so. Both
@@ -77,14 +80,23 @@ def lowest_versions() -> list[str]:
     return pins
 
 
-def _install_and_run(session: nox.Session, pins: list[str]) -> None:
+def _install_and_run(session: nox.Session, pins: list[str], *, newest: bool = False) -> None:
     constraints = Path(session.create_tmp()) / "constraints.txt"
     constraints.write_text("\n".join(pins) + "\n")
     # `make test TORCH=cpu` passes PyTorch's CPU index on, so no session pulls CUDA wheels
     torch_index = os.environ.get("ROPE_LAB_TORCH_INDEX")
     index = ["--index-url", torch_index] if torch_index else ["--constraint", str(constraints)]
-    session.install(*index, f"torch=={TORCH_HERE}")
-    session.install("--constraint", str(constraints), "-e", f".[{EXTRAS}]")
+    if newest and torch_index:
+        session.install("--upgrade", *index, "torch")  # the newest CPU build on that index
+    else:
+        session.install(*index, f"torch=={TORCH_HERE}")
+    # whatever torch is installed now stays: the rest must not swap it for a CUDA build
+    installed = session.run_install("python", "-c", "import torch; print(torch.__version__)",
+                                    silent=True).strip().splitlines()[-1]
+    pins = [pin for pin in pins if not pin.startswith("torch==")] + [f"torch=={installed}"]
+    constraints.write_text("\n".join(pins) + "\n")
+    upgrade = ["--upgrade", "--upgrade-strategy", "eager"] if newest else []
+    session.install(*upgrade, "--constraint", str(constraints), "-e", f".[{EXTRAS}]")
     session.run("python", "-c", "import numpy, matplotlib, ipywidgets, torch, transformers; "
                 "print('numpy', numpy.__version__, '| matplotlib', matplotlib.__version__, "
                 "'| ipywidgets', ipywidgets.__version__, '| torch', torch.__version__, "
@@ -104,3 +116,17 @@ def oldest(session: nox.Session) -> None:
 def colab(session: nox.Session) -> None:
     """Google Colab's stack: ipywidgets 7.7.1, transformers 4.x, numpy 2.0, matplotlib 3.10."""
     _install_and_run(session, COLAB + [f"torch=={TORCH_HERE}"])
+
+
+@nox.session
+def newest(session: nox.Session) -> None:
+    """The newest release of every dependency and extra, upgraded on every run.
+
+    torch: the newest release on PyPI is, on Linux, a CUDA build that pulls some 3 GB of
+    NVIDIA libraries, so this session does not take it from PyPI. With
+    ``ROPE_LAB_TORCH_INDEX`` set (``make test TORCH=cpu`` sets PyTorch's CPU index) it takes
+    the newest CPU build from that index; without it, the torch release constraints.txt pins
+    (:data:`TORCH_HERE`, the one ``make`` already installed, so nothing new is downloaded).
+    Every other package is the newest that PyPI has for this Python.
+    """
+    _install_and_run(session, [], newest=True)

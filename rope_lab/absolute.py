@@ -331,10 +331,13 @@ def property_table(*, length: int = 64, dim: int = 16) -> dict[str, dict[str, bo
 
 
 def property_table_markdown(table: dict[str, dict[str, bool]]) -> str:
-    """A Markdown table with ✔/✘ per encoding and property."""
-    lines = ["| encoding | " + " | ".join(PROPERTIES) + " |",
+    """A Markdown table with ✔/✘ per encoding and property, in the course's language (the
+    names of :data:`PROPERTIES` and :data:`ENCODINGS` are in the package catalog)."""
+    from rope_lab.i18n import _
+
+    lines = ["| " + _("encoding") + " | " + " | ".join(_(p) for p in PROPERTIES) + " |",
              "|---|" + "---|" * len(PROPERTIES)]
     for name, found in table.items():
         marks = " | ".join("✔" if found[p] else "✘" for p in PROPERTIES)
-        lines.append(f"| {name} | {marks} |")
+        lines.append(f"| {_(name)} | {marks} |")
     return "\n".join(lines)

@@ -389,20 +389,21 @@ def committed_results() -> dict:
     Each holds one ``python -m rope_lab.bench --json`` run with its provenance (the GPU
     records of ``scripts/gpu_check.py`` are :func:`committed_gpu_records`).
     """
-    return {name: run for name, run in _committed_json().items() if "results" in run}
+    return {name: run for name, run in _committed_json("benchmarks").items() if "results" in run}
 
 
 def committed_gpu_records() -> dict:
-    """``scripts/gpu_check.py`` records shipped with the package, by file name: correctness,
-    speed, per-call cost, syncs, graphs and compile on one GPU, with its provenance."""
-    return {name: run for name, run in _committed_json().items()
+    """``scripts/gpu_check.py`` records shipped with the package
+    (``rope_lab/benchmarks/gpu/*.json``), by file name: correctness, speed, per-call cost,
+    syncs, graphs and compile on one GPU, with its provenance."""
+    return {name: run for name, run in _committed_json("benchmarks/gpu").items()
             if "speed" in run and "correct" in run}
 
 
-def _committed_json() -> dict:
+def _committed_json(folder_name: str) -> dict:
     from importlib import resources
 
-    folder = resources.files("rope_lab") / "benchmarks"
+    folder = resources.files("rope_lab").joinpath(*folder_name.split("/"))
     if not folder.is_dir():
         return {}
     return {item.name: json.loads(item.read_text()) for item in sorted(

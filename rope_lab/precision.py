@@ -5,8 +5,8 @@ A float with p significant bits holds every integer up to 2^p and no further: bf
 m·θ_i computed in a 16-bit type is rounded to a number that grows with m, so its error —
 a phase error no later float32 arithmetic can undo — grows with the position too. That is
 why :func:`rope_lab.rope_angles` and the libraries compute angles in float32 or wider
-(Hugging Face transformers 4.x disabled autocast around its ``inv_freq @ positions``;
-transformers 5 instead casts ``inv_freq`` and the positions to float32).
+(Hugging Face transformers up to 5.18 disabled autocast around its ``inv_freq @ positions``;
+from 5.19 on it casts ``inv_freq`` and the positions to float32 instead).
 
 Every function returns float64 tensors so the errors themselves are measured exactly.
 """

@@ -37,6 +37,7 @@ and equals HF ``dynamic`` with factor 1 evaluated at ``seq_len = s·L``.
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 
@@ -98,6 +99,7 @@ def dynamic_inv_freq(dim: int, *, base: float = DEFAULT_BASE, factor: float = 1.
     """
     _check_common(dim, base, factor, original_max_position, seq_len, dtype, need_length=True)
     _check_ntk_dim(dim)
+    seq_len = _seq_len(seq_len)
     length = max(seq_len if seq_len is not None else original_max_position,
                  original_max_position)
     grown = factor * length / original_max_position - (factor - 1)
@@ -237,6 +239,7 @@ def longrope_inv_freq(dim: int, *, base: float = DEFAULT_BASE, factor: float = 1
                             math.sqrt(1 + math.log(factor) / math.log(original_max_position)))
     else:
         attention_factor = _check_positive_number(attention_factor, "attention_factor")
+    seq_len = _seq_len(seq_len)
     long = seq_len is not None and seq_len > original_max_position
     rescale = lists["long_factor" if long else "short_factor"]
     return (_theta(dim, base, device) / rescale).to(dtype), float(attention_factor)
@@ -383,8 +386,28 @@ def _check_common(dim, base, factor, original_max_position, seq_len, dtype,
             )
     else:
         _validate.check_positive_int(original_max_position, "original_max_position")
-    if seq_len is not None:
-        _validate.check_positive_int(seq_len, "seq_len")
+    _seq_len(seq_len)
+
+
+def _seq_len(seq_len) -> int | None:
+    """``seq_len`` as an int ≥ 0 (None stays None). transformers' rotary embeddings pass a
+    one-element integer tensor (``position_ids.max() + 1``), and an empty input has length 0;
+    both are accepted, as its RoPE functions accept them."""
+    if seq_len is None:
+        return None
+    if isinstance(seq_len, torch.Tensor):
+        if seq_len.numel() != 1 or seq_len.is_floating_point() or seq_len.is_complex() \
+                or seq_len.dtype == torch.bool:
+            raise TypeError(f"seq_len must be an int ≥ 0 or a one-element integer tensor, got a "
+                            f"{seq_len.dtype} tensor of shape {tuple(seq_len.shape)}")
+        seq_len = int(seq_len.item())
+    elif isinstance(seq_len, bool) or not hasattr(seq_len, "__index__"):
+        raise TypeError(f"seq_len must be an int ≥ 0 (the current input length), got "
+                        f"{seq_len!r} of type {type(seq_len).__name__}")
+    seq_len = operator.index(seq_len)
+    if seq_len < 0:
+        raise ValueError(f"seq_len must be ≥ 0 (the current input length), got {seq_len}")
+    return seq_len
 
 
 # --- Why interpolation is safe: the Position Interpolation paper's Figure 2 ---------------

@@ -92,6 +92,8 @@ def setup_notebook(seed: int = 0, language: str | None = None) -> torch.device:
         set_matplotlib_formats("png")
     device = default_device()
     from rope_lab import __version__
+    from rope_lab.i18n import _
 
-    print(f"rope_lab {__version__} · torch {torch.__version__} · device {device} · seed {seed}")
+    print(_("rope_lab {version} · torch {torch} · device {device} · seed {seed}").format(
+        version=__version__, torch=torch.__version__, device=device, seed=seed))
     return device

@@ -40,6 +40,7 @@ import time
 import ipywidgets as widgets
 
 from rope_lab import plots
+from rope_lab.i18n import N_, _
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -229,8 +230,9 @@ class Panel:
         widget state, GitHub and the like show the PNG; a terminal prints the text.
         """
         settings = ", ".join(f"{name}={value!r}" for name, value in self.values.items())
-        text = (f"<rope_lab panel {getattr(self.plot, '__name__', 'plot')}({settings}); "
-                "run it in JupyterLab, VS Code or Colab to move the controls>")
+        text = _("<rope_lab panel {plot}({settings}); run it in JupyterLab, VS Code or Colab to "
+                 "move the controls>").format(plot=getattr(self.plot, "__name__", "plot"),
+                                              settings=settings)
         data = {
             WIDGET_VIEW: self.box.get_view_spec(),  # what displaying the VBox itself sends
             "image/png": base64.b64encode(self.png).decode("ascii"),
@@ -275,6 +277,7 @@ def slider(kind: str, description: str, value, minimum, maximum, step=None, *,
            name: str | None = None, **kwargs):
     """A slider with the course's defaults: wide label, release-to-update.
 
+    description: the label, in English; shown in the course's language (:mod:`rope_lab.i18n`).
     kind: "int", "float" or "log" (``minimum``/``maximum`` are then exponents of 10).
     name: the parameter ``value`` came from (a panel factory's argument), for the error.
 
@@ -289,7 +292,7 @@ def slider(kind: str, description: str, value, minimum, maximum, step=None, *,
                      minimum, maximum, step)
     style = {"description_width": "initial"}
     layout = widgets.Layout(width="320px")
-    common = dict(description=description, value=value, min=minimum, max=maximum,
+    common = dict(description=_(description), value=value, min=minimum, max=maximum,
                   continuous_update=False, style=style, layout=layout, **kwargs)
     if kind == "int":
         return widgets.IntSlider(step=step or 1, **common)
@@ -315,9 +318,21 @@ def _check_on_slider(name: str, value, kind: str, minimum, maximum, step) -> Non
                          f"its slider takes), got {value!r}")
 
 
-def dropdown(description: str, options, value=None):
-    return widgets.Dropdown(description=description, options=options,
-                            value=value if value is not None else list(options)[0],
+def dropdown(description: str, options, value=None, *, labels: dict | None = None):
+    """A dropdown labelled ``description`` (shown in the course's language).
+
+    ``labels``: option → the words shown for it, for options that are words rather than
+    names ("random" → 随机 in Chinese); the control's value stays the option itself.
+    """
+    options = list(options)
+    if value is None:
+        value = options[0]
+    for index, option in enumerate(options):
+        # an option shown in other words becomes a (label, value) pair; the English edition
+        # keeps its plain options
+        if isinstance(option, str) and option in (labels or {}) and _(labels[option]) != option:
+            options[index] = (_(labels[option]), option)
+    return widgets.Dropdown(description=_(description), options=options, value=value,
                             style={"description_width": "initial"})
 
 
@@ -343,7 +358,7 @@ def choice(description: str, values, value, *, name: str | None = None):
         raise ValueError(f"{name or f'the value of slider {description!r}'} must be one of "
                          f"{_listing(values)} (the values its slider takes), got {value!r}")
     return widgets.SelectionSlider(
-        description=description, options=[(plots.number(v), v) for v in values],
+        description=_(description), options=[(plots.number(v), v) for v in values],
         value=picked, continuous_update=False, style={"description_width": "initial"},
         layout=widgets.Layout(width="320px"))
 
@@ -391,9 +406,9 @@ def _listing(values) -> str:
 def sinusoidal_panel(dim: int = 64, base: float = 10000.0, length: int = 128) -> Panel:
     """Sinusoidal PE heatmap and PE(p)·PE(p+k) against k; sliders for dim, base and length."""
     return Panel(plots.sinusoidal_pe_figure, {
-        "dim": slider("int", "dim d", dim, 8, 256, step=8, name="dim"),
-        "base": choice("base", BASES, base, name="base"),
-        "length": slider("int", "length L", length, 16, 512, step=16, name="length"),
+        "dim": slider("int", N_("dim d"), dim, 8, 256, step=8, name="dim"),
+        "base": choice(N_("base"), BASES, base, name="base"),
+        "length": slider("int", N_("length L"), length, 16, 512, step=16, name="length"),
     })
 
 
@@ -401,7 +416,7 @@ def sinusoidal_panel(dim: int = 64, base: float = 10000.0, length: int = 128) ->
 def binary_panel(dim: int = 5) -> Panel:
     """Binary PE bits for positions 0 … 2^d − 1 and the jump between neighbours; slider d."""
     return Panel(plots.binary_pe_figure, {
-        "dim": slider("int", "bits d", dim, 2, 8, name="dim"),
+        "dim": slider("int", N_("bits d"), dim, 2, 8, name="dim"),
     })
 
 # --- 03 RoPE in 2D ------------------------------------------------------------------------
@@ -410,10 +425,10 @@ def binary_panel(dim: int = 5) -> Panel:
 def rotation_2d_panel():
     """Turn θ, the positions m and n, and shift both: the score depends on n − m only."""
     return Panel(plots.rotation_2d, {
-        "theta": slider("float", "θ (rad per position)", 0.5, 0.0, 3.14, 0.01),
-        "m": slider("int", "m (query position)", 2, 0, 12),
-        "n": slider("int", "n (key position)", 5, 0, 12),
-        "shift": slider("int", "shift both by", 0, 0, 20),
+        "theta": slider("float", N_("θ (rad per position)"), 0.5, 0.0, 3.14, 0.01),
+        "m": slider("int", N_("m (query position)"), 2, 0, 12),
+        "n": slider("int", N_("n (key position)"), 5, 0, 12),
+        "shift": slider("int", N_("shift both by"), 0, 0, 20),
     })
 
 
@@ -423,8 +438,8 @@ def rotation_2d_panel():
 def rope_frequencies_panel():
     """Head dimension and base → per-pair wavelengths and the (position × pair) angles."""
     return Panel(plots.rope_frequencies, {
-        "dim": slider("int", "head dim d", 64, 8, 256, 8),
-        "base": choice("base", BASES, 10000.0),
+        "dim": slider("int", N_("head dim d"), 64, 8, 256, 8),
+        "base": choice(N_("base"), BASES, 10000.0),
     })
 
 
@@ -432,8 +447,8 @@ def rope_frequencies_panel():
 def angle_precision_panel():
     """Pick the dtype the angles m·θ_i are computed in; see phase and cos errors grow."""
     return Panel(plots.angle_precision, {
-        "dtype": dropdown("angles computed in", ["bfloat16", "float16", "float32"]),
-        "base": choice("base", BASES[2:], 10000.0),
+        "dtype": dropdown(N_("angles computed in"), ["bfloat16", "float16", "float32"]),
+        "base": choice(N_("base"), BASES[2:], 10000.0),
     })
 
 
@@ -443,10 +458,12 @@ def angle_precision_panel():
 def decay_panel():
     """Base, head dim, max distance and q/k mode → the score curve and the Abel factor."""
     return Panel(plots.decay_and_abel, {
-        "base": choice("base", BASES, 10000.0),
-        "dim": slider("int", "head dim d", 128, 8, 256, 8),
-        "max_distance": slider("int", "max distance Δ", 1024, 64, 4096, 64),
-        "mode": dropdown("q, k", ["ones", "random", "correlated"]),
+        "base": choice(N_("base"), BASES, 10000.0),
+        "dim": slider("int", N_("head dim d"), 128, 8, 256, 8),
+        "max_distance": slider("int", N_("max distance Δ"), 1024, 64, 4096, 64),
+        "mode": dropdown(N_("q, k"), ["ones", "random", "correlated"],
+                         labels={"ones": N_("ones"), "random": N_("random"),
+                                 "correlated": N_("correlated")}),
     })
 
 
@@ -457,14 +474,15 @@ def scaling_panel():
     """Scale factor, method, YaRN's betas and the trained length → frequency overlay and
     wavelength chart (the betas matter for "yarn" only)."""
     panel = Panel(plots.scaling_explorer, {
-        "factor": choice("scale factor s", SCALE_FACTORS, 8.0),
-        "method": dropdown("method", ["default", "linear", "ntk", "dynamic", "yarn", "llama3"],
+        "factor": choice(N_("scale factor s"), SCALE_FACTORS, 8.0),
+        "method": dropdown(N_("method"),
+                           ["default", "linear", "ntk", "dynamic", "yarn", "llama3"],
                            value="yarn"),
         # Powers of two: every stop moves YaRN's ramp to other pairs (a step of 1 mostly
         # did not: 125 values drew 13 different figures).
-        "beta_fast": choice("YaRN beta_fast", (4.0, 8.0, 16.0, 32.0, 64.0, 128.0), 32.0),
-        "beta_slow": choice("YaRN beta_slow", (0.25, 0.5, 1.0, 2.0), 1.0),
-        "original_length": dropdown("original length L", [256, 512, 1024, 2048, 4096, 8192],
+        "beta_fast": choice(N_("YaRN beta_fast"), (4.0, 8.0, 16.0, 32.0, 64.0, 128.0), 32.0),
+        "beta_slow": choice(N_("YaRN beta_slow"), (0.25, 0.5, 1.0, 2.0), 1.0),
+        "original_length": dropdown(N_("original length L"), [256, 512, 1024, 2048, 4096, 8192],
                                     value=2048),
     }, fixed={"dim": 64, "base": 10000.0})
     # The betas shape YaRN only: greyed out for the other methods, where a step of theirs
@@ -487,9 +505,9 @@ def scaling_panel():
 def linear_attention_normalizer_panel():
     """Rotated vs unrotated denominators of causal linear attention: base, d, L."""
     return Panel(plots.linear_attention_normalizers, {
-        "base": choice("base", BASES[:6], 100.0),
-        "dim": slider("int", "head dim d", 8, 2, 64, step=2),
-        "length": slider("int", "length L", 256, 16, 512, step=16),
+        "base": choice(N_("base"), BASES[:6], 100.0),
+        "dim": slider("int", N_("head dim d"), 8, 2, 64, step=2),
+        "length": slider("int", N_("length L"), 256, 16, 512, step=16),
     })
 
 
@@ -499,8 +517,8 @@ def linear_attention_normalizer_panel():
 def rope_2d_panel():
     """Axial 2D vs flattened 1D RoPE kernels: grid size and base."""
     return Panel(plots.rope_2d_kernels, {
-        "size": slider("int", "grid size (patches per side)", 8, 3, 16),
-        "base": choice("base", BASES[:6], 100.0),
+        "size": slider("int", N_("grid size (patches per side)"), 8, 3, 16),
+        "base": choice(N_("base"), BASES[:6], 100.0),
     })
 
 
@@ -517,8 +535,8 @@ def _axial_and_mixed(angle_degrees: float, base: float):
 def rope_mixed_panel():
     """RoPE-Mixed kernel: frequency direction angle and base."""
     return Panel(_axial_and_mixed, {
-        "angle_degrees": slider("float", "direction angle (°)", 30.0, 0.0, 90.0, step=5.0),
-        "base": choice("base", BASES[:6], 10.0),
+        "angle_degrees": slider("float", N_("direction angle (°)"), 30.0, 0.0, 90.0, step=5.0),
+        "base": choice(N_("base"), BASES[:6], 10.0),
     })
 
 
@@ -526,8 +544,8 @@ def rope_mixed_panel():
 def mrope_panel():
     """M-RoPE section split: pairs for time (h and w share the rest), and base."""
     return Panel(plots.mrope_sections, {
-        "temporal_pairs": slider("int", "pairs for t (h, w share the rest)", 16, 0, 64),
-        "base": choice("base", BASES[2:], 1e6),
+        "temporal_pairs": slider("int", N_("pairs for t (h, w share the rest)"), 16, 0, 64),
+        "base": choice(N_("base"), BASES[2:], 1e6),
     })
 
 
@@ -547,7 +565,7 @@ def roofline_panel():
         points = {
             "RoPE": (rope["intensity"], cost.attainable_gflops(
                 rope["intensity"], peak_gflops, bandwidth_gb_s)),
-            "scores q kᵀ": (matmul, cost.attainable_gflops(matmul, peak_gflops,
+            N_("scores q kᵀ"): (matmul, cost.attainable_gflops(matmul, peak_gflops,
                                                            bandwidth_gb_s)),
         }
         return {"peak_gflops": peak_gflops, "bandwidth_gb_s": bandwidth_gb_s, "points": points}
@@ -559,10 +577,11 @@ def roofline_panel():
         return figure
 
     return Panel(draw, {
-        "bandwidth_gb_s": choice("bandwidth (GB/s)", plots.one_two_five(10, 2000), 50.0),
-        "peak_gflops": choice("peak (GFLOP/s)", plots.one_two_five(100, 1e6), 1000.0),
-        "seq": choice("sequence length L", [2**e for e in range(7, 14)], 2048),
-        "bytes_per_element": dropdown("bytes per element", [("float32", 4), ("bfloat16", 2)],
+        "bandwidth_gb_s": choice(N_("bandwidth (GB/s)"), plots.one_two_five(10, 2000), 50.0),
+        "peak_gflops": choice(N_("peak (GFLOP/s)"), plots.one_two_five(100, 1e6), 1000.0),
+        "seq": choice(N_("sequence length L"), [2**e for e in range(7, 14)], 2048),
+        "bytes_per_element": dropdown(N_("bytes per element"),
+                                      [("float32", 4), ("bfloat16", 2)],
                                       value=4),
     })
 

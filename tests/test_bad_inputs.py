@@ -62,9 +62,10 @@ BAD = [
     ("scaling-length-float", lambda: scaling.yarn_inv_freq(8, factor=2.0,
                                                            original_max_position=4096.0),
      TypeError, "original_max_position"),
-    ("scaling-seq-len-zero", lambda: scaling.dynamic_inv_freq(8, factor=2.0,
-                                                              original_max_position=16,
-                                                              seq_len=0),
+    # seq_len 0 is an empty input, which transformers' RoPE functions accept; −1 is not
+    ("scaling-seq-len-negative", lambda: scaling.dynamic_inv_freq(8, factor=2.0,
+                                                                  original_max_position=16,
+                                                                  seq_len=-1),
      ValueError, "seq_len"),
     ("dynamic-overflow", lambda: scaling.dynamic_inv_freq(8, factor=1e300,
                                                           original_max_position=2,

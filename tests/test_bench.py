@@ -95,6 +95,23 @@ def test_hf_style_baseline_equals_apply_rope():
     torch.testing.assert_close(bench.hf_style_rope(x, cos, sin), rl.apply_rope(x))
 
 
+def test_committed_gpu_records_are_apart_from_the_bench_runs():
+    """scripts/gpu_check.py records (rope_lab/benchmarks/gpu/) carry their machine and
+    versions and every section notebook 09 reads; committed_results() never mixes them in."""
+    records = bench.committed_gpu_records()
+    assert records, "rope_lab/benchmarks/gpu/ should hold the H200 record"
+    for name, record in records.items():
+        assert name not in bench.committed_results()
+        environment = record["environment"]
+        assert environment["device"] == "cuda" and environment["gpu"], name
+        assert {"torch", "triton", "measured_at", "rope_lab_source_sha256"} <= set(environment)
+        for section in ("correct", "grad", "syncs", "graphs", "compile"):
+            good, total = map(int, record[f"ok_{section}"].split("/"))
+            assert good == sum(row.get("ok", False) for row in record[section]), section
+            assert total == sum("ok" in row for row in record[section]), section
+        assert any("us_per_tensor" in row for row in record["speed"])
+
+
 def test_committed_results_are_well_formed():
     committed = bench.committed_results()
     assert committed, "rope_lab/benchmarks/ should hold at least the CPU run"

@@ -81,6 +81,20 @@ def test_plot_writes_a_png(capsys, tmp_path):
     code, out, _ = run(capsys, FIXTURES / "gemma_3_4b.json", "--plot", png)
     assert code == 0 and f"wrote {png}" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(tmp_path.iterdir()) == [png]
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("myplot", "--plot must name a .png file, got"),
+    ("adir", "is a folder"),
+    ("missing/rope.png", "does not exist"),
+])
+def test_plot_never_writes_another_file_than_it_says(capsys, tmp_path, target, message):
+    (tmp_path / "adir").mkdir()
+    before = sorted(tmp_path.rglob("*"))
+    code, out, err = run(capsys, FIXTURES / "gemma_3_4b.json", "--plot", tmp_path / target)
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
+    assert sorted(tmp_path.rglob("*")) == before
 
 
 @pytest.mark.parametrize(("change", "warning"), [
@@ -93,19 +107,68 @@ def test_plot_writes_a_png(capsys, tmp_path):
      "no original_max_position_embeddings"),
     (lambda c: c["rope_scaling"].pop("rope_type"), "rope_scaling has no rope_type"),
     (lambda c: c.update(rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
-     "rope_scaling and rope_parameters are both set"),
+     "rope_scaling and rope_parameters are both set and differ: transformers 5 reads "
+     "rope_scaling"),
 ])
 def test_warnings_for_what_transformers_ignores(capsys, tmp_path, change, warning):
     config = json.loads(json.dumps(LLAMA))
     change(config)
     code, out, _ = run(capsys, write(tmp_path, config))
     assert code == 0
-    assert any(line.startswith("warning:") and warning in line for line in out.splitlines()), out
+    lines = out.splitlines()
+    assert any(line.startswith("warning:") and warning in line for line in lines), out
+    # warnings come first: before the first layer-type block
+    first_block = next(i for i, line in enumerate(lines) if line.startswith("["))
+    assert all(i < first_block for i, line in enumerate(lines) if line.startswith("warning:"))
+    code, _, _ = run(capsys, write(tmp_path, config), "--strict")
+    assert code == 1
 
 
 def test_a_clean_config_has_no_warnings(capsys, tmp_path):
-    _, out, _ = run(capsys, write(tmp_path, LLAMA))
-    assert "warning" not in out
+    code, out, _ = run(capsys, write(tmp_path, LLAMA), "--strict")
+    assert "warning" not in out and code == 0
+
+
+def test_disagreeing_schemas_say_and_do_the_same(capsys, tmp_path):
+    """rope_scaling wins (transformers 5): the report uses its block and the top-level theta,
+    and says so; it never claims rope_parameters' theta is used."""
+    config = {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": 2.0},
+              "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}
+    code, out, _ = run(capsys, write(tmp_path, config))
+    assert code == 0
+    assert "base             500000" in out and "linear (factor=2)" in out
+    assert "drops rope_parameters" in out and "block's value is used" not in out
+
+
+def test_unknown_model_type_is_named_and_its_rotary_dim_read(capsys, tmp_path):
+    phi_msft = {"model_type": "phi-msft", "n_embd": 2560, "n_head": 32, "n_layer": 32,
+                "n_positions": 2048, "rotary_dim": 32}
+    code, out, _ = run(capsys, write(tmp_path, phi_msft), "--strict")
+    assert code == 1
+    assert "rotary dims      32 of head_dim 80" in out
+    assert "'phi-msft' is not one transformers" in out and "generic rule" in out
+
+
+@pytest.mark.parametrize("key", ["model_type", "layer"])
+def test_terminal_escapes_from_the_config_are_printed_escaped(capsys, tmp_path, key):
+    hostile = "\x1b]0;pwned\x07\x1b[2J\r\u202eall checks passed\nfake"
+    config = dict(LLAMA)
+    if key == "model_type":
+        config["model_type"] = hostile
+    else:
+        config["layer_types"] = [hostile]
+        config["rope_parameters"] = {hostile: {"rope_type": "default", "rope_theta": 1e4}}
+        del config["rope_scaling"]
+    code, out, err = run(capsys, write(tmp_path, config))
+    assert code == 0
+    for char in ("\x1b", "\x07", "\r", "\u202e"):
+        assert char not in out + err
+    assert "\\x1b" in out
+    assert not any(line.startswith("fake") for line in out.splitlines())
+
+
+def test_report_printable_escapes_every_control_character():
+    assert report.printable("a\x1b[2Jb\nc\x9bd\u200f") == "a\\x1b[2Jb\nc\\x9bd\\u200f"
 
 
 @pytest.mark.parametrize(("config", "message"), [
@@ -115,6 +178,15 @@ def test_a_clean_config_has_no_warnings(capsys, tmp_path):
     ({**LLAMA, "head_dim": 127}, "odd"),
     ({**LLAMA, "rope_scaling": {**LLAMA["rope_scaling"], "factor": 0.5}}, "factor"),
     ({**LLAMA, "rope_scaling": {"rope_type": "magic"}}, "rope_type 'magic'"),
+    # malformed numbers name their key
+    ({**LLAMA, "num_attention_heads": 0}, "num_attention_heads must be > 0, got 0"),
+    ({**LLAMA, "hidden_size": "64"}, "hidden_size must be an int, got '64'"),
+    ({**LLAMA, "rope_theta": 10**400}, "rope_theta must be a finite number within float"),
+    ({**LLAMA, "rope_scaling": {**LLAMA["rope_scaling"], "factor": "8"}}, "['factor'] must be"),
+    ({**LLAMA, "max_position_embeddings": -5}, "max_position_embeddings must be > 0"),
+    ({**LLAMA, "rope_scaling": {"rope_type": ["yarn"]}}, "['rope_type'] must be a string"),
+    ({"model_type": "llava", "text_config": [1, 2]}, "['text_config'] must be a dict"),
+    ({**LLAMA, "model_type": 7}, "model_type'] must be a string"),
 ])
 def test_bad_input_gets_one_clear_error(capsys, tmp_path, config, message):
     code, out, err = run(capsys, write(tmp_path, config))
@@ -133,6 +205,24 @@ def test_module_entry_point_prints_no_traceback(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "is not JSON" in result.stderr
+
+
+def nested(depth):
+    config = {"model_type": "llama", "rope_theta": 1e4, "head_dim": 64}
+    for _ in range(depth):
+        config = {"model_type": "llava", "text_config": config}
+    return config
+
+
+@pytest.mark.parametrize(("depth", "message"), [(5000, "nested too deeply to read"),
+                                                (50, "nested more than 8 levels deep")])
+def test_a_deep_text_config_gets_one_line(capsys, tmp_path, depth, message):
+    path = tmp_path / "deep.json"
+    text = json.dumps(nested(depth)) if depth < 500 else (
+        '{"model_type": "llava", "text_config": ' * depth + "{}" + "}" * depth)
+    path.write_text(text)
+    code, out, err = run(capsys, path)
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
 
 
 def test_nope_layers_default_interval_and_null_blocks():

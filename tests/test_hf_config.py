@@ -25,6 +25,9 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 
 RTOL = 2e-6
 HEAD, BASE, L = 64, 10000.0, 2048
+# The YaRN cases scale past max_position / L on purpose; rope_lab warns as transformers does
+# (test_yarn_factor_that_disagrees_with_the_lengths_is_warned_about checks that warning).
+pytestmark = pytest.mark.filterwarnings("ignore:.*transformers warns and uses the explicit")
 
 
 def lists(dim, seed):
@@ -353,3 +356,167 @@ def test_truncate_inside_a_layer_type_block_is_ignored_as_transformers_does():
     with pytest.warns(UserWarning, match="ignores 'truncate' inside a per-layer-type block"):
         ours, _ = hf.inv_freq_from_config(nested, layer_type="full_attention")
     assert torch.equal(ours, hf.inv_freq_from_config(new_schema(yarn))[0])
+
+
+# --- issue 27's findings, each against the model's own classes ------------------------------
+
+from rope_lab.hf import transformers_oracle as oracle  # noqa: E402
+
+
+def assert_tables(config, *, expect_warning=None):
+    """rope_lab on the plain dict = transformers' rotary class built from it, every layer
+    type (attention factor included)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = oracle.rotary_tables(config)
+    assert sorted(map(str, theirs)) == sorted(map(str, hf.layer_types(config)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for layer_type, table in theirs.items():
+            assert_same(hf.inv_freq_from_config(config, layer_type=layer_type), table)
+    notes = [str(w.message) for w in caught]
+    if expect_warning:
+        assert any(expect_warning in note for note in notes), notes
+    return notes
+
+
+@pytest.mark.skipif(VERSION < Version("5.17"), reason="DeepSeek-V4 arrived in transformers 5")
+def test_deepseek_v4_flat_file_is_two_tables_as_its_config_class_builds():
+    """A file shaped like the released ones (their RoPE keys: rope_theta, compress_rope_theta,
+    compress_ratios and a YaRN rope_scaling with factor 16 from 65536; the published
+    config.json itself was not found in a public repository, so this dict is built here)
+    becomes main (plain, base 10000) and compress (YaRN at 160000, attention factor 1), as
+    DeepseekV4Config.__post_init__ does."""
+    if "deepseek_v4" not in transformers.CONFIG_MAPPING:
+        pytest.skip(f"transformers {VERSION} has no deepseek_v4")
+    config = {"model_type": "deepseek_v4", "hidden_size": 4096, "num_attention_heads": 64,
+              "head_dim": 512, "num_hidden_layers": 5, "qk_rope_head_dim": 64,
+              "rope_theta": 10000, "compress_rope_theta": 160000,
+              "compress_ratios": [0, 0, 4, 128, 0], "max_position_embeddings": 1048576,
+              "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 16,
+                               "original_max_position_embeddings": 65536, "type": "yarn"}}
+    assert hf.layer_types(config) == ["compress", "main"]
+    assert_tables(config)
+    main, compress = hf.rope_spec(config, "main"), hf.rope_spec(config, "compress")
+    assert (main.rope_type, main.base, main.rotary_dim) == ("default", 10000.0, 64)
+    assert (compress.rope_type, compress.base) == ("yarn", 160000.0)
+    assert hf.inv_freq_from_config(config, layer_type="compress")[1] == 1.0
+
+
+@pytest.mark.skipif(not ROPE_PARAMETERS, reason="transformers 4 applies partial_rotary_factor "
+                    "to every model's plain RoPE; 5 lets each model's rotary class decide")
+@pytest.mark.parametrize(("model_type", "rotary"), [("llama", 64), ("phi", 16)])
+def test_partial_rotary_factor_applies_where_the_models_rotary_reads_it(model_type, rotary):
+    config = {"model_type": model_type, "hidden_size": 256, "num_attention_heads": 2,
+              "max_position_embeddings": 2048, "rope_theta": 10000.0,
+              "partial_rotary_factor": 0.25}
+    notes = assert_tables(config)
+    assert hf.inv_freq_from_config(config)[0].shape == (rotary,)
+    assert any("is not read by its rotary embedding" in note for note in notes) == (
+        rotary == 64)
+    # a scaling type reads it in every model
+    scaled = {**config, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+    assert_tables(scaled)
+    assert hf.inv_freq_from_config(scaled)[0].shape == (16,)
+
+
+def test_class_defaults_fill_what_the_file_leaves_out():
+    llama2 = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+              "max_position_embeddings": 4096, "rope_scaling": None}  # no rope_theta
+    assert_tables(llama2)
+    if "llava" in transformers.CONFIG_MAPPING and ROPE_PARAMETERS:
+        # llava-1.5's text_config: the LlamaConfig defaults give head size and base
+        assert_tables({"model_type": "llava", "text_config": {
+            "model_type": "llama", "max_position_embeddings": 4096, "vocab_size": 32064}})
+
+
+def test_key_aliases_of_the_config_class_are_followed():
+    if not ROPE_PARAMETERS:
+        pytest.skip("the aliases are those of transformers 5's JetMoE and Zamba2 classes")
+    jetmoe = {"model_type": "jetmoe", "hidden_size": 2048, "num_attention_heads": 16,
+              "kv_channels": 128, "rope_theta": 10000.0, "max_position_embeddings": 4096}
+    assert_tables(jetmoe)
+    assert hf.rope_spec(jetmoe).head_dim == 128
+
+
+def test_gptj_ignores_a_rope_block_as_transformers_does():
+    gptj = {"model_type": "gptj", "n_embd": 4096, "n_head": 16, "rotary_dim": 64,
+            "n_positions": 2048, "rope_scaling": {"rope_type": "gptj"}}
+    notes = assert_tables(gptj)
+    assert any("never reads rope_scaling" in note for note in notes), notes
+
+
+@pytest.mark.parametrize("seq_len", [0, torch.tensor(1), torch.tensor(5 * L)])
+@pytest.mark.parametrize("name", ["dynamic", "longrope"])
+def test_seq_len_zero_and_tensor_are_accepted_like_transformers(name, seq_len):
+    needs(name)
+    rope = ROPES[name]
+    # transformers 4 read LongRoPE's L from max_position_embeddings: make the lengths agree
+    length = L if VERSION.major < 5 and name == "longrope" else L * 16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = llama_config(HEAD, BASE, rope, max_position=length)
+        theirs = hf_inv_freq(config, name, seq_len)
+    ours = hf.inv_freq_from_config(new_schema(rope, max_position_embeddings=length),
+                                   seq_len=seq_len)
+    assert_same(ours, theirs)
+
+
+def test_yarn_factor_that_disagrees_with_the_lengths_is_warned_about():
+    rope = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": L}
+    notes = hf.config_warnings(new_schema(rope, max_position_embeddings=L * 8))
+    assert any("factor=4 but max_position_embeddings / original_max_position_embeddings" in n
+               for n in notes), notes
+    assert not hf.config_warnings(new_schema(rope, max_position_embeddings=L * 4))
+
+
+@pytest.mark.skipif(not ROPE_PARAMETERS, reason="ignore_keys_at_rope_validation is 5.x")
+def test_a_models_own_rope_keys_are_not_warned_about_and_a_frequency_rule_is_refused():
+    qwen = {"model_type": "qwen2_vl_text", "hidden_size": 256, "num_attention_heads": 2,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e6,
+                                "mrope_section": [16, 24, 24]}}
+    assert hf.config_warnings(qwen) == []
+    if "hunyuan_vl_text" in transformers.CONFIG_MAPPING:
+        hunyuan = {"model_type": "hunyuan_vl_text", "hidden_size": 256, "num_attention_heads": 2,
+                   "head_dim": 128, "rope_parameters": {"rope_type": "dynamic", "factor": 2.0,
+                                                        "alpha": 1000.0, "rope_theta": 1e4}}
+        with pytest.raises(hf.UnsupportedRopeError, match="'alpha', which its rotary"):
+            hf.inv_freq_from_config(hunyuan)
+
+
+def test_the_warning_names_the_key_the_config_used():
+    config = llama_config(HEAD, BASE, {"rope_type": "linear", "factor": 2.0})
+    if ROPE_PARAMETERS:
+        config.rope_parameters["beta_fast"] = 3.0
+        assert any(n.startswith("rope_parameters (rope_type 'linear')")
+                   for n in hf.config_warnings(config))
+    typo = new_schema({"rope_type": "linear", "factor": 2.0, "beta_fast": 3.0})
+    assert any(n.startswith("rope_parameters ") for n in hf.config_warnings(typo))
+
+
+@pytest.mark.parametrize(("config", "error", "match"), [
+    ({**shape(), "num_attention_heads": 0, "head_dim": None, "rope_theta": 1e4}, ValueError,
+     "num_attention_heads must be > 0, got 0"),
+    ({**shape(), "hidden_size": "64", "head_dim": None, "rope_theta": 1e4}, TypeError,
+     "hidden_size must be an int, got '64'"),
+    ({**shape(), "rope_theta": 10**400}, ValueError,
+     "rope_theta must be a finite number within float range, got an int of 401 digits"),
+    ({**shape(), "rope_theta": float("inf")}, ValueError, "rope_theta must be a finite"),
+    ({**shape(), "rope_theta": 1e4, "max_position_embeddings": 0}, ValueError,
+     "max_position_embeddings must be > 0"),
+])
+def test_malformed_numbers_get_one_error_naming_the_key(config, error, match):
+    with pytest.raises(error, match=match):
+        hf.inv_freq_from_config(config)
+
+
+def test_text_config_loops_and_towers_get_one_clear_error():
+    looped = {"model_type": "llava"}
+    looped["text_config"] = looped
+    with pytest.raises(ValueError, match="contains itself"):
+        hf.inv_freq_from_config(looped)
+    deep = {"model_type": "llama", "rope_theta": 1e4, "head_dim": 64}
+    for _ in range(5000):
+        deep = {"model_type": "llava", "text_config": deep}
+    with pytest.raises(ValueError, match="nested more than 8 levels deep"):
+        hf.inv_freq_from_config(deep)

@@ -132,6 +132,7 @@ def test_decode_positions_per_row_and_empty():
                                                                            [5, 6]]
     assert hf.decode_position_ids(4, 0).shape == (1, 0)
     assert hf.decode_position_ids([2], 1).tolist() == [[2]]
+    assert hf.decode_position_ids(2**63 - 2, 2).tolist() == [[2**63 - 2, 2**63 - 1]]
 
 
 @settings(max_examples=60, deadline=None)
@@ -175,6 +176,13 @@ BAD = [
      r"past_length must be an int or a \(batch,\) integer tensor"),
     (lambda: hf.decode_position_ids(True, 1), TypeError, r"past_length must be an int"),
     (lambda: hf.decode_position_ids(3, -2), ValueError, r"new_tokens must be ≥ 0, got -2"),
+    # int64 positions would wrap around to negative numbers
+    (lambda: hf.decode_position_ids(2**63 - 1, 2), ValueError,
+     r"past_length \+ new_tokens − 1 = 9223372036854775808 is past the largest int64"),
+    (lambda: hf.decode_position_ids(torch.tensor([0, 2**63 - 2]), 3), ValueError,
+     r"would wrap to negative numbers"),
+    (lambda: hf.decode_position_ids(2**64, 1), ValueError, r"past_length must fit an int64"),
+    (lambda: hf.decode_position_ids([2**64], 1), ValueError, r"int64 counts"),
     (lambda: hf.decode_position_ids(3, 1.0), TypeError, r"new_tokens must be an int"),
 ]
 

@@ -7,6 +7,7 @@ strays from the term table. The second half shows each check failing on a broken
 
 from __future__ import annotations
 
+import ast
 import copy
 import gettext
 import io
@@ -232,6 +233,29 @@ def test_markdown_becomes_one_message_per_block():
                      ("| name | value |\n|---|---|\n| one | 1 |", "markdown table")]
 
 
+@pytest.mark.parametrize("source", [
+    # only a list numbered 1 may interrupt a paragraph (notebook 07's "slope 1 and⏎2. The")
+    "guides of slope 1 and\n2. The times are measured here.",
+    "a paragraph with words\n1. interrupts it here",
+    "three words here\n- a bullet interrupts\n- and another one",
+    # in a list, a marker left of the item's text starts the next item, whatever its number
+    "1. the first item\n   goes on here\n2. the second item\n3. a third item",
+    "**What you will learn**\n1. one thing;\n2. another thing;",
+    # inside an item's text only a bullet or 1. starts a (nested) list
+    "- an item about slopes\n  2. is not a new list\n- the next item",
+    "- an item about slopes\n  1. starts a nested list\n- the next item",
+])
+def test_markdown_blocks_are_the_paragraphs_commonmark_makes(source):
+    """An independent reader (markdown-it-py, CommonMark) finds the same paragraphs, list
+    items included, with the same words as the segmenter."""
+    markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py parses the markdown")
+    tokens = markdown_it.MarkdownIt("commonmark").parse(source)
+    expected = [" ".join(line.strip() for line in t.content.split("\n"))
+                for t in tokens if t.type == "inline"]
+    found = [m.msgid for m in text.notebook_messages(_notebook(("markdown", source)))]
+    assert found == expected
+
+
 CODE = '''\
 import rope_lab as rl
 from rope_lab import plots
@@ -286,6 +310,16 @@ def test_a_translated_literal_stays_valid_code_within_the_line_length():
     # run the built cell (its import line aside) to read the value the literal now has
     exec(compile(built.split("\n", 2)[2], "cell", "exec"), {"gap": 0.5, "rl": checker})
     assert captured["detail"] == long.replace("{gap:.1e}", "5.0e-01")
+    # a long line of code after the literal leaves its last piece little room
+    source = ('import rope_lab as rl\n\n'
+              'rl.check(f"{name}: a claim that fills the line up to here and then "\n'
+              '         "axis", sum(section) == spec.rotary_dim // 2 and bool((owners.sum(0) == 1)'
+              '.all()))\n')
+    built = text._apply(source, text._code_slots(source, "c", text.SignatureResolver([source])),
+                        lambda m: "{name}：一个足够长的中文论断，占满这一行之后还要再写上好几个字，"
+                                  "最后给每个维度对分配一个轴")
+    assert max(text.display_width(line) for line in built.split("\n")) <= text.LINE_LENGTH, built
+    ast.parse(built)
 
 
 def _tiny_repository(root: Path) -> Path:
@@ -475,6 +509,26 @@ def test_the_chinese_readme_gives_the_quick_start_and_its_links_work():
     assert targets and not [t for t in targets if not (ROOT / t).exists()]
 
 
+def test_a_percent_sign_is_no_format_directive(tmp_path):
+    """Babel takes "40% of the head" for a %-directive ("% o") and flags the entry
+    python-format; nothing in the course is %-formatted, so no catalog says so, and msgfmt
+    accepts a translation that writes the percent sign its own way."""
+    english = _tiny_repository(tmp_path)
+    notebook = _load(english)
+    notebook["cells"][0]["source"] += "\n\nPhi-2 rotates 40% of the head, GPT-NeoX 25 % rotary."
+    english.write_text(json.dumps(notebook))
+    po = catalogs.init("01_tiny", tmp_path)
+    _translate_all(po)
+    catalog = catalogs.read_catalog(po)
+    catalog["Phi-2 rotates 40% of the head, GPT-NeoX 25 % rotary."].string = "Phi-2 旋转头的 40%。"
+    catalogs.write_catalog(catalog, po)
+    assert "python-format" not in po.read_text(encoding="utf-8")
+    if shutil.which("msgfmt"):
+        result = subprocess.run(["msgfmt", "--check", "-o", str(tmp_path / "out.mo"), str(po)],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.skipif(shutil.which("msgfmt") is None, reason="GNU gettext's msgfmt is not installed")
 @pytest.mark.parametrize("po", [*CATALOGS, catalogs.PACKAGE_PO], ids=lambda p: p.name)
 def test_gnu_msgfmt_accepts_every_catalog(po, tmp_path):
@@ -521,3 +575,247 @@ def test_init_names_what_it_expected(capsys):
     with pytest.raises(SystemExit):
         catalogs.main(["init", CATALOGS[0].stem])
     assert "exists; run `update` to refresh it" in capsys.readouterr().err
+
+
+# --- everything a learner reads, in the chosen language (issue 31, item 3) ---------------------
+
+@pytest.fixture
+def chinese(monkeypatch):
+    """The Chinese edition for one test, English again after it."""
+    monkeypatch.delenv(i18n.ENVIRONMENT_VARIABLE, raising=False)
+    i18n.set_language("zh")
+    yield
+    i18n._chosen = None
+
+
+def _grade(grader, answer, capsys):
+    from rope_lab.exercises import grading
+
+    grading._results.clear()
+    verdict = grader(answer, seed=1)
+    return verdict, capsys.readouterr().out
+
+
+def test_a_grader_speaks_the_chosen_language_and_english_is_unchanged(capsys, monkeypatch):
+    from rope_lab import exercises
+
+    def unscaled(q, k):  # the mistake the 00.1 hint names
+        return (q * k).sum(-1)
+
+    monkeypatch.delenv(i18n.ENVIRONMENT_VARIABLE, raising=False)
+    verdict, english = _grade(exercises.check_scaled_dot, unscaled, capsys)
+    assert not verdict and english.startswith("✘ Exercise 00.1 (the scaled dot product): q, k "
+                                              "of shape (8,): expected ")
+    assert english.rstrip().endswith("— you did not divide by √d")
+    i18n.set_language("zh")
+    try:
+        verdict, chinese = _grade(exercises.check_scaled_dot, unscaled, capsys)
+        assert chinese.startswith("✘ 练习 00.1（缩放点积）：形状为 (8,) 的 q、k：应为 ")
+        assert chinese.rstrip().endswith("—— 你没有除以 √d") and not verdict
+        assert verdict.title == "the scaled dot product"  # the record stays English
+        _, passed = _grade(exercises.check_scaled_dot,
+                           lambda q, k: (q * k).sum(-1) / q.shape[-1] ** 0.5, capsys)
+        assert passed == "✔ 练习 00.1（缩放点积）：通过\n"
+        exercises.summary("00")
+        assert "笔记本 00：从这里开始（1 题中通过 1 题）" in capsys.readouterr().out
+    finally:
+        i18n._chosen = None
+
+
+def test_grader_hints_do_not_depend_on_the_words(capsys, chinese):
+    """Graders choose a hint by testing the answer, never the (translated) feedback text."""
+    from rope_lab import exercises
+    from rope_lab.absolute import sinusoidal_pe
+
+    def swapped(length, dim, base):  # cos on even features, sin on odd ones
+        table = sinusoidal_pe(length, dim, base)
+        return table.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+
+    _, out = _grade(exercises.check_sinusoidal_pe, swapped, capsys)
+    assert "sin 和 cos 放反了" in out
+    _, out = _grade(exercises.check_scaled_dot, lambda q, k: None, capsys)
+    assert "你的函数返回了None（是不是忘了 `return`？）" in out
+    _, out = _grade(exercises.check_scaled_dot, lambda q, k: 1 / 0, capsys)
+    assert "你的函数抛出了 ZeroDivisionError" in out and "输入为" in out
+    _, out = _grade(exercises.check_scaled_dot, lambda q, k: (_ for _ in ()).throw(
+        NotImplementedError), capsys)
+    assert "尚未作答（函数抛出 NotImplementedError）" in out
+
+
+def test_widget_labels_and_the_fallback_line_speak_the_chosen_language(chinese):
+    from rope_lab import widgets
+
+    panel = widgets.decay_panel()
+    assert panel.controls["dim"].description == "头维度 d"
+    assert panel.controls["base"].description == "base"  # the term table keeps base
+    mode = panel.controls["mode"]
+    assert list(mode.options) == [("全 1", "ones"), ("随机", "random"), ("相关", "correlated")]
+    assert mode.value == "ones"  # the value stays the option the plot reads
+    assert panel.set(mode="random") is panel.figure
+    text = panel._repr_mimebundle_()[0]["text/plain"]
+    assert text.startswith("<rope_lab 面板 decay_and_abel(") and "拖动控件" in text
+    i18n._chosen = None
+    english = widgets.decay_panel()
+    assert english.controls["dim"].description == "head dim d"
+    assert list(english.controls["mode"].options) == ["ones", "random", "correlated"]
+
+
+def test_figure_text_waits_for_the_switch_and_then_speaks_chinese(chinese, monkeypatch):
+    """Off (no CJK font in matplotlib yet): the figures stay English in the Chinese edition.
+    On: titles, labels and legends come out in Chinese. Checked on the Text artists, without
+    rendering: without a CJK font, drawing Chinese warns "Glyph … missing"."""
+    from rope_lab import plots
+
+    assert i18n.TRANSLATE_FIGURE_TEXT is False
+    figure = plots.rope_frequencies()
+    assert figure.axes[1].get_title() == "angle m·θᵢ mod 2π"
+    monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", True)
+    figure = plots.rope_frequencies()
+    assert figure.axes[1].get_title() == "角度 m·θᵢ mod 2π"
+    assert figure.axes[0].get_xlabel() == "2i/d（d/2 对中的第 i 对）"
+    assert figure.axes[0].get_legend().get_texts()[0].get_text() == "波长 2π/θᵢ"
+    live = plots.binary_pe_figure(dim=3)  # a title written by a live figure's update
+    assert live.axes[0].get_title() == "二进制位置编码，d = 3 位：位置 0 … 7"
+    losses = plots.extrapolation_losses(_experiment_results())
+    labels = {text.get_text() for text in losses.axes[0].texts}
+    assert {"可学习", "正弦", "无位置编码（NoPE）"} <= labels
+
+
+def _experiment_results():
+    from rope_lab.experiments import extrapolation
+
+    return extrapolation.load_results()
+
+
+def test_figures_render_chinese_where_matplotlib_has_a_cjk_font(chinese, monkeypatch):
+    """Where a CJK font is registered (the course's, once rope_lab.plots.style ships it, or
+    a system font), a Chinese figure draws without a missing-glyph warning."""
+    import warnings
+
+    from matplotlib import font_manager
+
+    from rope_lab import plots
+
+    family = getattr(plots.style, "CJK_FAMILY", None)
+    if family is None:
+        names = {entry.name for entry in font_manager.fontManager.ttflist}
+        family = next((name for name in ("Noto Sans CJK SC", "Source Han Sans SC",
+                                         "WenQuanYi Zen Hei", "Droid Sans Fallback")
+                       if name in names), None)
+    if family is None:
+        pytest.skip("no CJK font for matplotlib here (the course's font is not on main yet)")
+    monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", True)
+    monkeypatch.setitem(plots.style.COURSE_STYLE, "font.family", ["sans-serif", family])
+    figure = plots.rope_frequencies()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plots.render_png(figure)
+
+
+def test_tables_glossary_and_the_setup_line_speak_the_chosen_language(capsys, chinese):
+    from rope_lab import about, absolute, glossary
+
+    rl.setup_notebook(seed=3)
+    assert "· 设备 " in capsys.readouterr().out
+    table = absolute.property_table_markdown({"binary": dict.fromkeys(absolute.PROPERTIES,
+                                                                      True)})
+    assert table.startswith("| 编码 | 唯一 | 线性平移映射 |") and "| 二进制 | ✔" in table
+    assert "| 05 | 远程衰减 (`05_long_range_decay.ipynb`) |" in about.course_map_markdown()
+    markdown = glossary.glossary_markdown()
+    assert markdown.startswith("| 术语 | English | 原博文的说法 | 含义 | 笔记本 |")
+    rows = {row.split(" | ")[1]: row for row in markdown.splitlines()[2:]}
+    assert rows["query / key / value"].startswith(  # the course's term, then the posts' wording
+        "| 查询 / 键 / 值 | query / key / value | 查询向量 / 键向量 / 值向量 | 每个 token")
+    assert "分数就只依赖于 m − n" in rows["rotary position embedding (RoPE)"]
+    assert rows["causal mask"].split(" | ")[2] == "—"  # the posts do not use the term
+    i18n._chosen = None
+    assert glossary.glossary_markdown().startswith("| English | 中文 | meaning | notebook |")
+
+
+def test_module_constants_are_english_until_shown(chinese):
+    """The language is chosen after import: constants stay English (code reads them) and are
+    translated where they are shown; a LazyText label prints in the chosen language."""
+    from rope_lab import plots
+    from rope_lab.plots import what_changed
+
+    label = plots.EXPERIMENT_STYLE["learned"][0]
+    assert label == "learned" and plots.EXPERIMENT_STYLE["rope"][0] == "RoPE"
+    # padded in monospace columns (a CJK character takes two), so printed tables line up
+    assert f"{label:8s}|" == "可学习  |" and str(label) == "可学习" == f"{label}"
+    assert repr(label) == "'learned'" and label + "!" == "learned!"
+    assert what_changed.STYLE["learned"][0] == "learned"
+    assert plots.style.ROLE_MEANINGS["rope"] == "RoPE: the rotation and what it turns"
+    assert i18n.gettext("") == ""  # never the catalog's header
+    i18n._chosen = None
+    assert f"{label:10s}|" == "learned   |"
+
+
+def test_every_marked_data_text_is_in_the_package_catalog():
+    """Texts shown from other modules' data (course titles, notebook 02's table, the layer's
+    parts) are in the catalog, so a new title or encoding cannot stay English unnoticed."""
+    from rope_lab import absolute, cost, course
+
+    catalog = catalogs.read_catalog(catalogs.PACKAGE_PO)
+    shown = [*(n.title for n in course.NOTEBOOKS), *(n.summary for n in course.NOTEBOOKS),
+             *absolute.ENCODINGS, *absolute.PROPERTIES, *cost.layer_flops(8, 64)]
+    assert not [text for text in shown if not catalogs.translation(catalog, text)]
+
+
+# --- words that f-string fields print (the notebook catalogs' rule) ----------------------------
+
+FIELD_WORDS = '''\
+import rope_lab as rl
+
+for mode in ("random", "correlated"):
+    rl.check_close(f"{mode}: Monte Carlo mean = exact", 1.0, 1.0)
+    print(f"mode {mode!r} is code here")
+lowest, HF = -0.5, None
+print(f"min = {lowest:8.3f}  {'passes' if lowest >= 0 else 'fails'}")
+print(f"transformers {HF or 'not installed, so skipped'}, {'<' if HF else '>'}")
+print(f"{['rope', 'alibi'][0]} stays")
+'''
+
+
+def test_words_printed_by_fstring_fields_are_messages_and_land_in_the_field(capsys):
+    notebook = _notebook(("code", FIELD_WORDS))
+    found = {m.msgid: m.note for m in text.notebook_messages(notebook)}
+    assert found["passes"] == found["fails"] == "a word that an f-string field prints"
+    assert found["not installed, so skipped"] == "a word that an f-string field prints"
+    assert "a value of `mode`" in found["random"] and "a value of `mode`" in found["correlated"]
+    assert "rope" not in found and "alibi" not in found and "<" not in found  # code, not words
+    words = {"passes": "通过", "fails": "未通过", "random": "随机", "correlated": "相关",
+             "not installed, so skipped": "未安装，因此跳过",
+             "{mode}: Monte Carlo mean = exact": "{mode}：蒙特卡洛均值 = 精确值",
+             "min = {lowest:8.3f}  {'passes' if lowest >= 0 else 'fails'}":
+                 "最小值 = {lowest:8.3f}  {'passes' if lowest >= 0 else 'fails'}"}
+    built = text.translate_notebook(notebook, lambda m: words.get(m.msgid), language="zh")
+    source = built["cells"][0]["source"]
+    assert ("rl.check_close(f\"{ {'random': '随机', 'correlated': '相关'}[mode]}：蒙特卡洛均值"
+            in source)
+    assert 'for mode in ("random", "correlated"):' in source  # the values drive the code
+    assert text.code_drift(notebook, built, language="zh") == []
+    checker = type("rl", (), {"check_close": staticmethod(lambda claim, *a: print(claim))})
+    exec(compile(source.split("\n", 1)[1], "cell", "exec"), {"rl": checker})
+    assert capsys.readouterr().out.splitlines() == [  # {mode!r} prints the value as code
+        "随机：蒙特卡洛均值 = 精确值", "mode 'random' is code here",
+        "相关：蒙特卡洛均值 = 精确值", "mode 'correlated' is code here",
+        "最小值 =   -0.500  未通过", "transformers 未安装，因此跳过, >", "rope stays"]
+
+
+def test_a_field_word_that_cannot_go_into_a_field_is_refused():
+    notebook = _notebook(("code", FIELD_WORDS))
+    with pytest.raises(ValueError, match="cannot go into an f-string field"):
+        text.translate_notebook(notebook, lambda m: "通过'" if m.msgid == "passes" else None,
+                                language="zh")
+
+
+def test_dict_labels_passed_to_a_plot_are_figure_text_once_figures_are_translated(
+        monkeypatch):
+    source = ('from rope_lab import plots\n\n'
+              'plots.singular_values({"post\'s test": a, "fixed": b})\n'
+              'table = {"key": 1}\n')
+    notebook = _notebook(("code", source))
+    assert "fixed" not in {m.msgid for m in text.notebook_messages(notebook)}
+    monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", True)
+    found = {m.msgid: m.note for m in text.notebook_messages(notebook)}
+    assert found == {"post's test": "figure text (a label)", "fixed": "figure text (a label)"}

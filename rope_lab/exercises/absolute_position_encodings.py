@@ -14,11 +14,13 @@ from rope_lab.exercises.grading import (
     grader,
     log_uniform,
     randint,
+    values_differ,
 )
+from rope_lab.i18n import N_, _
 from rope_lab.rope import inv_freq
 
 
-@grader("02.1", "the sinusoidal encoding", forbidden=("rope_lab.absolute.sinusoidal_pe",))
+@grader("02.1", N_("the sinusoidal encoding"), forbidden=("rope_lab.absolute.sinusoidal_pe",))
 def check_sinusoidal_pe(sinusoidal_fn: Learner, generator: torch.Generator) -> None:
     """02.1 — ``sinusoidal_fn(length, dim, base)``: PE(p)_{2i} = sin(p·ω_i),
     PE(p)_{2i+1} = cos(p·ω_i), ω_i = base^(−2i/dim), positions p = 0 … length−1.
@@ -33,7 +35,7 @@ def check_sinusoidal_pe(sinusoidal_fn: Learner, generator: torch.Generator) -> N
         failure = compare(answer, expected, atol=1e-4,
                           what=f"length = {length}, dim = {dim}, base = {base:g}")
         if failure is not None:
-            if compare(answer, expected, atol=1e-4, what="").startswith("at index"):
+            if values_differ(answer, expected, atol=1e-4):
                 failure += _sinusoidal_hint(answer_tensor(answer, "").double(), length, dim, base)
             raise Wrong(failure)
 
@@ -44,21 +46,21 @@ def _sinusoidal_hint(answer, length, dim, base) -> str:
     sin, cos = torch.sin(p * omega), torch.cos(p * omega)
     close = lambda table: torch.allclose(answer, table, atol=1e-4)  # noqa: E731
     if close(torch.stack((cos, sin), -1).flatten(-2)):
-        return " — sin and cos are swapped: even features are sin, odd features cos"
+        return _(" — sin and cos are swapped: even features are sin, odd features cos")
     if close(torch.cat((sin, cos), -1)):
-        return (" — all sines first, then all cosines; this course interleaves them "
-                "(feature 2i is sin, 2i+1 is cos)")
+        return _(" — all sines first, then all cosines; this course interleaves them "
+                 "(feature 2i is sin, 2i+1 is cos)")
     slow = base ** -(torch.arange(0, dim // 2, dtype=torch.float64) / dim)
     if close(torch.stack((torch.sin(p * slow), torch.cos(p * slow)), -1).flatten(-2)):
-        return " — ω_i uses i/dim; the exponent is 2i/dim (i counts pairs)"
+        return _(" — ω_i uses i/dim; the exponent is 2i/dim (i counts pairs)")
     shifted = p + 1
     if close(torch.stack((torch.sin(shifted * omega), torch.cos(shifted * omega)), -1)
              .flatten(-2)):
-        return " — positions start at 0, not 1"
+        return _(" — positions start at 0, not 1")
     return ""
 
 
-@grader("02.2", "the sinusoidal shift map",
+@grader("02.2", N_("the sinusoidal shift map"),
         forbidden=("rope_lab.absolute.sinusoidal_shift_map",))
 def check_shift_map(shift_fn: Learner, generator: torch.Generator) -> None:
     """02.2 — ``shift_fn(dim, k, base)``: the ``(dim, dim)`` matrix W_k with
@@ -78,12 +80,12 @@ def check_shift_map(shift_fn: Learner, generator: torch.Generator) -> None:
             p = int(torch.nonzero(gap > 1e-4)[0])
             hint = ""
             if torch.allclose(pe[k:40] @ answer.T, pe[: 40 - k], atol=1e-4):
-                hint = " — your matrix moves back: it takes PE(p) to PE(p − k) (transpose it)"
-            raise Wrong(f"{where}: W_k PE({p}) differs from PE({p + k}) by "
-                        f"{float(gap[p]):.3g}{hint}")
+                hint = _(" — your matrix moves back: it takes PE(p) to PE(p − k) (transpose it)")
+            raise Wrong(_("{where}: W_k PE({p}) differs from PE({shifted}) by {gap:.3g}{hint}")
+                        .format(where=where, p=p, shifted=p + k, gap=float(gap[p]), hint=hint))
 
 
-@grader("02.3", "bits flipped between neighbours")
+@grader("02.3", N_("bits flipped between neighbours"))
 def check_bits_flipped(bits_flipped_fn: Learner, generator: torch.Generator) -> None:
     """02.3 — ``bits_flipped_fn(p)``: how many binary-PE features change from p to p + 1."""
     cases = list(range(1024))
@@ -101,7 +103,8 @@ def check_bits_flipped(bits_flipped_fn: Learner, generator: torch.Generator) -> 
     for number, (p, expected, answer) in enumerate(zip(cases + random, expected_counts, answers,
                                                        strict=True)):
         bits_flipped_fn.random = number >= len(cases)
-        where = f"p = {p} (binary {p:b} → {p + 1:b})"
+        where = _("p = {p} (binary {p:b} → {next:b})").format(p=p, next=p + 1)
         count = answer_number(answer, where, integer=True)
         if count != expected:
-            raise Wrong(f"{where}: expected {expected} flipped bits, got {answer!r}")
+            raise Wrong(_("{where}: expected {expected} flipped bits, got {answer}").format(
+                where=where, expected=expected, answer=repr(answer)))

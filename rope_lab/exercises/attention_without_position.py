@@ -13,7 +13,9 @@ from rope_lab.exercises.grading import (
     grader,
     matches,
     randint,
+    values_differ,
 )
+from rope_lab.i18n import N_, _
 
 
 def _qkv(generator, seq_q, seq_k, d, d_v):
@@ -21,7 +23,7 @@ def _qkv(generator, seq_q, seq_k, d, d_v):
             torch.randn(seq_k, d_v, generator=generator))
 
 
-@grader("01.1", "attention without position", forbidden=("rope_lab.attention.attention",))
+@grader("01.1", N_("attention without position"), forbidden=("rope_lab.attention.attention",))
 def check_attention(attention_fn: Learner, generator: torch.Generator) -> None:
     """01.1 — ``attention_fn(q, k, v)`` = softmax(q kᵀ / √d) v, no mask, no position.
 
@@ -42,16 +44,16 @@ def check_attention(attention_fn: Learner, generator: torch.Generator) -> None:
             continue
         shape = tuple(getattr(answer, "shape", ()))
         if shape == (len(q), len(k)) != tuple(expected.shape):
-            failure += " — that is the weight matrix; multiply it by v"
+            failure += _(" — that is the weight matrix; multiply it by v")
         elif matches(answer, torch.softmax(q @ k.T, dim=-1) @ v, atol=1e-5):
-            failure += " — the scores were not divided by √d"
+            failure += _(" — the scores were not divided by √d")
         elif matches(answer, torch.softmax(q @ k.T / d**0.5, dim=0) @ v, atol=1e-5):
-            failure += (" — softmax ran over the queries (dim 0); each query's weights "
-                        "over the keys must sum to 1 (dim −1)")
+            failure += _(" — softmax ran over the queries (dim 0); each query's weights "
+                         "over the keys must sum to 1 (dim −1)")
         raise Wrong(failure)
 
 
-@grader("01.2", "undo a permutation")
+@grader("01.2", N_("undo a permutation"))
 def check_inverse_permutation(inverse_fn: Learner, generator: torch.Generator) -> None:
     """01.2 — ``inverse_fn(perm)``: the permutation that undoes ``perm``.
 
@@ -65,23 +67,26 @@ def check_inverse_permutation(inverse_fn: Learner, generator: torch.Generator) -
     random = [torch.randperm(randint(generator, 3, 64), generator=generator) for _ in range(3)]
     for number, perm in enumerate(cases + random):
         inverse_fn.random = number >= len(cases)
-        shown = f"perm {perm.tolist()}" if len(perm) <= 12 else f"a perm of length {len(perm)}"
+        shown = (f"perm {perm.tolist()}" if len(perm) <= 12
+                 else _("a perm of length {length}").format(length=len(perm)))
         answer = answer_tensor(inverse_fn(perm), shown, kind="int", shape=perm.shape)
         n = len(perm)
         if bool(((answer < 0) | (answer >= n)).any()):
-            raise Wrong(f"{shown}: every index must lie in 0 … {n - 1}, got "
-                        f"{answer.tolist() if n <= 12 else int(answer.max())}")
+            raise Wrong(_("{shown}: every index must lie in 0 … {last}, got {got}").format(
+                shown=shown, last=n - 1, got=answer.tolist() if n <= 12 else int(answer.max())))
         x = torch.arange(n) * 10
         if not torch.equal(x[perm][answer], x):
-            hint = " — you returned perm itself, which undoes only swaps" \
+            hint = _(" — you returned perm itself, which undoes only swaps") \
                 if torch.equal(answer, perm) else ""
             if n <= 12:
-                raise Wrong(f"{shown}: x[perm][answer] should be x = {x.tolist()}, got "
-                            f"{x[perm][answer].tolist()}{hint}")
-            raise Wrong(f"{shown}: x[perm][answer] is not x = 0, 10, 20, …{hint}")
+                raise Wrong(_("{shown}: x[perm][answer] should be x = {x}, got {got}{hint}")
+                            .format(shown=shown, x=x.tolist(), got=x[perm][answer].tolist(),
+                                    hint=hint))
+            raise Wrong(_("{shown}: x[perm][answer] is not x = 0, 10, 20, …{hint}").format(
+                shown=shown, hint=hint))
 
 
-@grader("01.3", "causal attention",
+@grader("01.3", N_("causal attention"),
         forbidden=("rope_lab.attention.attention", "rope_lab.attention.causal_mask"))
 def check_causal_attention(causal_fn: Learner, generator: torch.Generator) -> None:
     """01.3 — ``causal_fn(q, k, v)``: attention where query i sees keys 0 … i only.
@@ -91,7 +96,7 @@ def check_causal_attention(causal_fn: Learner, generator: torch.Generator) -> No
     teaching = torch.Generator().manual_seed(13)
     cases = [_qkv(teaching, seq, seq, d, d_v) for seq, d, d_v in ((4, 8, 3), (7, 16, 5))]
     random = []
-    for _ in range(2):
+    for _draw in range(2):
         seq = randint(generator, 2, 10)
         d, d_v = randint(generator, 2, 16), randint(generator, 1, 6)
         random.append(_qkv(generator, seq, seq, d, d_v))
@@ -103,12 +108,12 @@ def check_causal_attention(causal_fn: Learner, generator: torch.Generator) -> No
         if failure is None:
             continue
         if matches(answer, attention(q, k, v), atol=1e-5):
-            failure += " — no mask was applied: query 0 must see only key 0"
-        elif compare(answer, expected, atol=1e-5, what="").startswith("at index"):
+            failure += _(" — no mask was applied: query 0 must see only key 0")
+        elif values_differ(answer, expected, atol=1e-5):
             answer = answer_tensor(answer, "").double()
             if torch.allclose(answer[-1], v[-1].double(), atol=1e-5):
-                failure += (" — the last query sees only itself: the mask is flipped (keys "
-                            "0 … i are allowed, keys after i are blocked)")
+                failure += _(" — the last query sees only itself: the mask is flipped (keys "
+                             "0 … i are allowed, keys after i are blocked)")
             elif not torch.allclose(answer[0], v[0].double(), atol=1e-5):
-                failure += " — query 0 sees only key 0, so its output must be v[0] exactly"
+                failure += _(" — query 0 sees only key 0, so its output must be v[0] exactly")
         raise Wrong(failure)

@@ -15,11 +15,13 @@ from rope_lab.exercises.grading import (
     Wrong,
     answer_tensor,
     compare,
+    context,
     grader,
     matches,
     randint,
 )
 from rope_lab.hf import positions as hf_positions
+from rope_lab.i18n import N_, _
 from rope_lab.implementations import rotate_half
 from rope_lab.rope import inv_freq
 
@@ -29,7 +31,7 @@ def _mask(lengths, seq, *, left=True):
     return torch.tensor(rows, dtype=torch.long)
 
 
-@grader("11.1", "position ids from the attention mask",
+@grader("11.1", N_("position ids from the attention mask"),
         forbidden=("rope_lab.hf.positions.position_ids_from_attention_mask",))
 def check_position_ids(function: Learner, generator: torch.Generator) -> None:
     """11.1: ``function(attention_mask)`` returns generate's ``(batch, seq)`` position ids.
@@ -51,7 +53,7 @@ def check_position_ids(function: Learner, generator: torch.Generator) -> None:
     for number, mask in enumerate(cases):
         function.random = number >= 8
         answer = function(mask)
-        what = f"for attention_mask = {mask.tolist()}"
+        what = _("for attention_mask = {mask}").format(mask=mask.tolist())
         tensor = answer_tensor(answer, what, kind="int", shape=mask.shape)
         expected = hf_positions.position_ids_from_attention_mask(mask)
         real = mask == 1
@@ -59,49 +61,53 @@ def check_position_ids(function: Learner, generator: torch.Generator) -> None:
             continue
         first_real = torch.where(real.any(-1), real.long().argmax(-1), 0)[:, None]
         hints = [(torch.arange(mask.shape[1]) - first_real,
-                  "you counted slots from the row's first real token, but a 0 between real "
-                  "tokens is not a token either: count the real tokens before each one"),
+                  _("you counted slots from the row's first real token, but a 0 between real "
+                    "tokens is not a token either: count the real tokens before each one")),
                  (torch.arange(mask.shape[1]).expand_as(mask),
-                  "you numbered the padding too: count real tokens only, so a left-padded row's "
-                  "first real token gets position 0"),
-                 (mask.cumsum(-1), "off by one: the first real token gets position 0, not 1"),
-                 (mask.cumsum(0) - 1, "you summed over the batch (dim 0); count along the "
-                  "sequence, dim -1")]
+                  _("you numbered the padding too: count real tokens only, so a left-padded "
+                    "row's first real token gets position 0")),
+                 (mask.cumsum(-1), _("off by one: the first real token gets position 0, not 1")),
+                 (mask.cumsum(0) - 1, _("you summed over the batch (dim 0); count along the "
+                                        "sequence, dim -1"))]
         for wrong, hint in hints:
             if torch.equal(tensor[real], wrong[real]):
-                raise Wrong(f"{what}: {hint}")
+                raise Wrong(context(what) + hint)
         index = tuple(int(i) for i in torch.nonzero(tensor.ne(expected) & real)[0])
-        raise Wrong(f"{what}: the real token at {list(index)} should have position "
-                    f"{int(expected[index])}, got {int(tensor[index])}")
+        raise Wrong(context(what) + _("the real token at {index} should have position "
+                                      "{expected}, got {got}").format(
+            index=list(index), expected=int(expected[index]), got=int(tensor[index])))
 
 
-@grader("11.2", "position ids for packed documents",
+@grader("11.2", N_("position ids for packed documents"),
         forbidden=("rope_lab.hf.positions.packed_position_ids",))
 def check_packed_positions(function: Learner, generator: torch.Generator) -> None:
     """11.2: ``function(lengths)`` returns ``(1, sum(lengths))`` positions restarting at 0
     for every document, as transformers' ``DataCollatorWithFlattening`` writes them."""
     # an empty document (length 0) adds no position, wherever it sits
     cases = [[3, 2], [5], [1, 1, 1], [2, 5, 3], [4, 1], [3, 0, 2], [0, 4], [2, 0], [0]]
-    for _ in range(3):
+    for _draw in range(3):
         cases.append([randint(generator, 0, 9) for _ in range(randint(generator, 1, 5))])
     for number, lengths in enumerate(cases):
         function.random = number >= 9
         answer = function(list(lengths))
         expected = hf_positions.packed_position_ids(lengths)
-        what = f"for lengths = {lengths}"
+        what = _("for lengths = {lengths}").format(lengths=lengths)
         failure = compare(answer, expected, atol=0, what=what)
         if failure is None:
             continue
         total = sum(lengths)
         one_each = torch.cat([torch.arange(max(n, 1)) for n in lengths])[None]
         if matches(answer, torch.arange(total)[None], atol=0):
-            failure = (f"{what}: the positions never restart; each document starts again at "
-                       "0 (that restart is how varlen attention finds the boundary)")
+            failure = context(what) + _("the positions never restart; each document starts "
+                                        "again at 0 (that restart is how varlen attention "
+                                        "finds the boundary)")
         elif matches(answer, expected + 1, atol=0):
-            failure = f"{what}: off by one: every document starts at position 0, not 1"
+            failure = context(what) + _("off by one: every document starts at position 0, "
+                                        "not 1")
         elif 0 in lengths and matches(answer, one_each, atol=0):
-            failure = (f"{what}: you gave an empty document (length 0) a position; it has no "
-                       f"tokens, so it adds nothing: {total} positions in all")
+            failure = context(what) + _("you gave an empty document (length 0) a position; it "
+                                        "has no tokens, so it adds nothing: {total} positions "
+                                        "in all").format(total=total)
         raise Wrong(failure)
 
 
@@ -134,7 +140,7 @@ def _tables(positions, rotary_dim, base):
     return emb.cos().float(), emb.sin().float()
 
 
-@grader("11.3", "partial rotary, the bug fixed", preload=("transformers",))
+@grader("11.3", N_("partial rotary, the bug fixed"), preload=("transformers",))
 def check_partial_rotary(function: Learner, generator: torch.Generator) -> None:
     """11.3: ``function(q, k, cos, sin) -> (q, k)`` rotates the first r = cos.shape[-1]
     features of each head in pairs (i, i + r/2) and passes the rest through.
@@ -144,7 +150,7 @@ def check_partial_rotary(function: Learner, generator: torch.Generator) -> None:
     """
     teaching = torch.Generator().manual_seed(11)
     shapes = [(1, 2, 5, 16, 4), (2, 3, 4, 32, 8), (1, 1, 3, 8, 8), (1, 2, 6, 12, 6)]
-    for _ in range(2):
+    for _draw in range(2):
         head_dim = 2 * randint(generator, 2, 24)
         shapes.append((randint(generator, 1, 2), randint(generator, 1, 3),
                        randint(generator, 1, 8), head_dim, 2 * randint(generator, 1,
@@ -157,25 +163,27 @@ def check_partial_rotary(function: Learner, generator: torch.Generator) -> None:
         positions = torch.randint(0, 200, (batch, seq), generator=source)
         cos, sin = _tables(positions, rotary, 100.0)
         answer = function(q, k, cos, sin)
-        what = f"q of shape {tuple(q.shape)}, r = {rotary}"
+        what = _("q of shape {shape}, r = {rotary}").format(shape=tuple(q.shape), rotary=rotary)
         if not isinstance(answer, tuple) or len(answer) != 2:
-            raise Wrong(f"{what}: return the pair (q, k), as apply_rotary_pos_emb does; "
-                        f"got {type(answer).__name__}")
+            raise Wrong(context(what) + _("return the pair (q, k), as apply_rotary_pos_emb "
+                                          "does; got {type}").format(type=type(answer).__name__))
         expected = _partial_rotary(q, k, cos, sin)
         for name, given, right in (("q", answer[0], expected[0]), ("k", answer[1], expected[1])):
             failure = compare(given, right, atol=1e-5, what=f"{what}, {name}")
             if failure is None:
                 continue
             if name == "k" and matches(given, k, atol=1e-6):
-                failure = f"{what}: k came back unrotated; RoPE turns both q and k"
+                failure = context(what) + _("k came back unrotated; RoPE turns both q and k")
             elif matches(given, _full_head_pairs(q, k, cos, sin)[name == "k"], atol=1e-5):
-                failure = (f"{what}: that is the bug: you pair feature i with i + head_dim/2 "
-                           f"over the whole head; the pairs are (i, i + r/2) within the first "
-                           f"r = {rotary} features")
+                failure = context(what) + _(
+                    "that is the bug: you pair feature i with i + head_dim/2 over the whole "
+                    "head; the pairs are (i, i + r/2) within the first r = {rotary} "
+                    "features").format(rotary=rotary)
             elif rotary < head_dim and matches(
                     given, torch.cat(((q, k)[name == "k"][..., :head_dim - rotary],
                                       _partial_rotary(*(t[..., head_dim - rotary:]
                                                         for t in (q, k)), cos, sin)
                                       [name == "k"]), -1), atol=1e-5):
-                failure = f"{what}: you rotated the last {rotary} features; it is the first"
+                failure = context(what) + _("you rotated the last {rotary} features; it is the "
+                                            "first").format(rotary=rotary)
             raise Wrong(failure)

@@ -50,6 +50,8 @@ import warnings
 
 import torch
 
+from rope_lab.i18n import N_, _
+
 # The time one grader gives the learner's function in total, all its calls together.
 TIME_LIMIT_S = 10.0
 
@@ -60,7 +62,16 @@ _feedback: dict[str, str] = {}
 
 
 class Wrong(Exception):
-    """Raised inside a grader with the one line of feedback for the learner."""
+    """Raised inside a grader with the one line of feedback for the learner.
+
+    ``crashed``: the learner's function raised (the feedback names the exception), as
+    opposed to a wrong answer, a forbidden shortcut or a function not written yet: a grader
+    that adds to a crash's feedback tests this, never the words (they are translated).
+    """
+
+    def __init__(self, message: str, *, crashed: bool = False):
+        super().__init__(message)
+        self.crashed = crashed
 
 
 class Verdict:
@@ -94,17 +105,21 @@ def report(exercise: str, title: str, failure: str | None) -> Verdict:
     _titles[exercise] = title
     _feedback[exercise] = failure or ""
     if passed:
-        print(f"✔ Exercise {exercise} ({title}): passed")
+        print(_("✔ Exercise {exercise} ({title}): passed").format(exercise=exercise,
+                                                                  title=_(title)))
     else:
-        print(f"✘ Exercise {exercise} ({title}): {failure}")
+        print(_("✘ Exercise {exercise} ({title}): {failure}").format(
+            exercise=exercise, title=_(title), failure=failure))
     return Verdict(exercise, title, passed, failure or "")
 
 
 def _notebook_title(number: str) -> str:
     from rope_lab.course import NOTEBOOKS
 
-    titles = {n.filename[:2]: n.title for n in NOTEBOOKS}
-    return f"notebook {number}: {titles[number]}" if number in titles else f"notebook {number}"
+    titles = {n.filename[:2]: n.title for n in NOTEBOOKS}  # in the catalog: i18n.catalogs
+    if number not in titles:
+        return _("notebook {number}").format(number=number)
+    return _("notebook {number}: {title}").format(number=number, title=_(titles[number]))
 
 
 def summary(prefix: str | int = "") -> dict[str, bool]:
@@ -118,27 +133,33 @@ def summary(prefix: str | int = "") -> dict[str, bool]:
         prefix = f"{prefix:02d}."
     chosen = {k: v for k, v in sorted(_results.items()) if k.startswith(prefix)}
     if not chosen:
-        print("No exercises graded yet in this session"
-              + (f" for {prefix!r}." if prefix else ".")
-              + " Run the exercise cells (each calls a check_… function), then summary() again.")
+        print(_("No exercises graded yet in this session for {prefix}. Run the exercise cells "
+                "(each calls a check_… function), then summary() again.").format(
+                    prefix=repr(prefix)) if prefix else
+              _("No exercises graded yet in this session. Run the exercise cells (each calls "
+                "a check_… function), then summary() again."))
         return chosen
     from rope_lab import __version__
 
-    lines = [f"rope_lab {__version__} exercises, torch {torch.__version__}"]
+    lines = [_("rope_lab {version} exercises, torch {torch}").format(
+        version=__version__, torch=torch.__version__)]
     by_notebook: dict[str, list[str]] = {}
     for exercise in chosen:
         by_notebook.setdefault(exercise.split(".")[0], []).append(exercise)
     for number, exercises in by_notebook.items():
         passed = sum(chosen[e] for e in exercises)
-        lines.append(f"{_notebook_title(number)} ({passed} of {len(exercises)} passed)")
+        lines.append(_("{notebook} ({passed} of {count} passed)").format(
+            notebook=_notebook_title(number), passed=passed, count=len(exercises)))
         for exercise in exercises:
             mark = "✔" if chosen[exercise] else "✘"
-            line = f"  {mark} {exercise} {_titles.get(exercise, '')}".rstrip()
+            title = _titles.get(exercise, "")
+            line = f"  {mark} {exercise} {_(title) if title else ''}".rstrip()
             if not chosen[exercise] and _feedback.get(exercise):
-                line += f": {_feedback[exercise]}"
+                line += _(": {feedback}").format(feedback=_feedback[exercise])
             lines.append(line)
     if len(by_notebook) > 1:
-        lines.append(f"total: {sum(chosen.values())} of {len(chosen)} passed")
+        lines.append(_("total: {passed} of {count} passed").format(passed=sum(chosen.values()),
+                                                                    count=len(chosen)))
     print("\n".join(lines))
     return chosen
 
@@ -175,29 +196,29 @@ def isolation() -> str:
 
 def _why_not_stopped() -> str:
     if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
-        return f"on {sys.platform} the grader cannot stop it"
+        return _("on {platform} the grader cannot stop it").format(platform=sys.platform)
     if torch.cuda.is_initialized():
-        return ("this notebook has started CUDA, so the grader ran it in this process and "
-                "cannot stop it")
-    return "the grader ran it in this process (grading.ISOLATION) and cannot stop it"
+        return _("this notebook has started CUDA, so the grader ran it in this process and "
+                 "cannot stop it")
+    return _("the grader ran it in this process (grading.ISOLATION) and cannot stop it")
 
 
 def _timeout_message(limit: float, inputs: str | None, *, stopped: bool) -> str:
     """``inputs``: those of the call still running, or None when the time ran out between
     the learner's calls (in the grader's own work: a busy machine, not the learner's loop)."""
-    again = (f"raise exercises.grading.TIME_LIMIT_S (now {TIME_LIMIT_S:g}) and run the cell "
-             "again")
+    again = _("raise exercises.grading.TIME_LIMIT_S (now {limit:g}) and run the cell "
+              "again").format(limit=TIME_LIMIT_S)
     if inputs is None:
-        return (f"the grading had not finished after {limit:g} s, but your function was not "
-                f"what was running (every call to it had returned): the machine is probably "
-                f"busy; {again}")
-    message = (f"your function had not finished after {limit:g} s, all its calls together "
-               f"(it was running on inputs ({inputs})). A loop that never ends, work that "
-               f"grows too fast with the input, or a busy machine each do this; if yours is "
-               f"just slow, {again}")
+        return _("the grading had not finished after {limit:g} s, but your function was not "
+                 "what was running (every call to it had returned): the machine is probably "
+                 "busy; {again}").format(limit=limit, again=again)
+    message = _("your function had not finished after {limit:g} s, all its calls together "
+                "(it was running on inputs ({inputs})). A loop that never ends, work that "
+                "grows too fast with the input, or a busy machine each do this; if yours is "
+                "just slow, {again}").format(limit=limit, inputs=inputs, again=again)
     if not stopped:
-        message += (f". It may still be running: {_why_not_stopped()}; if the notebook stays "
-                    "busy, restart the kernel")
+        message += _(". It may still be running: {why}; if the notebook stays busy, restart "
+                     "the kernel").format(why=_why_not_stopped())
     return message
 
 
@@ -257,7 +278,8 @@ class _Capture(io.TextIOBase):
         return len(text)
 
     def text(self) -> str:
-        more = f"\n… ({self.dropped} more characters not shown)\n" if self.dropped else ""
+        more = ("\n" + _("… ({count} more characters not shown)").format(count=self.dropped)
+                + "\n") if self.dropped else ""
         return "".join(self.parts) + more
 
 
@@ -384,9 +406,9 @@ def _death(status: int) -> str:
         number = os.WTERMSIG(status)
         name = signal.Signals(number).name if number in signal.Signals._value2member_map_ \
             else str(number)
-        why = " (out of memory?)" if number == signal.SIGKILL else ""
-        return f"killed by {name}{why}"
-    return f"exit status {os.WEXITSTATUS(status)}"
+        why = _(" (out of memory?)") if number == signal.SIGKILL else ""
+        return _("killed by {signal}{why}").format(signal=name, why=why)
+    return _("exit status {status}").format(status=os.WEXITSTATUS(status))
 
 
 # --- calling the learner ---------------------------------------------------------------------
@@ -398,7 +420,7 @@ class ForbiddenShortcut(RuntimeError):
 
 def _describe_crash(error: BaseException, function) -> str:
     if isinstance(error, NotImplementedError):
-        return "not attempted yet (the function raises NotImplementedError)"
+        return _("not attempted yet (the function raises NotImplementedError)")
     if isinstance(error, ForbiddenShortcut):
         return str(error)
     frames = traceback.extract_tb(error.__traceback__)
@@ -406,8 +428,9 @@ def _describe_crash(error: BaseException, function) -> str:
     own = [f for f in frames if code is not None and f.filename == code.co_filename]
     where = (own or frames)[-1] if frames else None
     message = (str(error).strip().splitlines() or [""])[0][:200]
-    line = f" (line {where.lineno})" if where is not None else ""
-    return f"your function raised {type(error).__name__}: {message}{line}"
+    line = _(" (line {number})").format(number=where.lineno) if where is not None else ""
+    return _("your function raised {error}: {message}{line}").format(
+        error=type(error).__name__, message=message, line=line)
 
 
 def _short(value) -> str:
@@ -415,7 +438,7 @@ def _short(value) -> str:
     if isinstance(value, torch.Tensor):
         if value.numel() <= 4:
             return repr(value.tolist())
-        return f"tensor of shape {tuple(value.shape)}"
+        return _("tensor of shape {shape}").format(shape=tuple(value.shape))
     if isinstance(value, float):
         return f"{value:g}"
     text = repr(value)
@@ -445,8 +468,9 @@ class _Forbidden:
             caller = sys._getframe(1).f_globals.get("__name__", "")
             inside_package = caller == "rope_lab" or caller.startswith("rope_lab.")
             if threading.get_ident() == forbidden.learner_thread and not inside_package:
-                forbidden.used = (f"exercise {forbidden.exercise} asks you to write this "
-                                  f"without {shown}")
+                forbidden.used = _("exercise {exercise} asks you to write this without "
+                                   "{function}").format(exercise=forbidden.exercise,
+                                                        function=shown)
                 raise ForbiddenShortcut(forbidden.used)
             return original(*args, **kwargs)
 
@@ -464,7 +488,8 @@ class _Forbidden:
             shown = (f"rope_lab.{attribute}" if getattr(rope_lab, attribute, None) is original
                      else name)
             if self.function is original:  # handed the package's function itself
-                self.used = f"exercise {self.exercise} asks you to write this without {shown}"
+                self.used = _("exercise {exercise} asks you to write this without "
+                              "{function}").format(exercise=self.exercise, function=shown)
             stand_ins[id(original)] = self._stand_in(original, shown)
         namespaces = [vars(m) for key, m in list(sys.modules.items())
                       if key.startswith("rope_lab") and m is not None]
@@ -592,9 +617,11 @@ class Learner:
         if crash:
             args, error = crash[0]
             message = _describe_crash(error, self.function)
-            if not isinstance(error, (NotImplementedError, ForbiddenShortcut)):
-                message += f", on inputs ({', '.join(_short(a) for a in args)})"
-            raise Wrong(message)
+            crashed = not isinstance(error, (NotImplementedError, ForbiddenShortcut))
+            if crashed:
+                message += _(", on inputs ({inputs})").format(
+                    inputs=", ".join(_short(a) for a in args))
+            raise Wrong(message, crashed=crashed)
         return answers
 
     def _run(self, calls, answers, crash):
@@ -675,10 +702,11 @@ def _verdict(check, learner: Learner, seed: int) -> str | None:
     except Wrong as wrong:
         failure = str(wrong)
     except Exception as error:  # an answer no grader foresaw: still one line
-        failure = (f"could not check your answer ({type(error).__name__}: "
-                   f"{(str(error).splitlines() or [''])[0][:160]})")
+        failure = _("could not check your answer ({error}: {message})").format(
+            error=type(error).__name__, message=(str(error).splitlines() or [""])[0][:160])
     if failure is not None and learner.random:
-        failure += f" [random inputs: {check.__name__}(…, seed={seed}) repeats them]"
+        failure += _(" [random inputs: {grader}(…, seed={seed}) repeats them]").format(
+            grader=check.__name__, seed=seed)
     return failure
 
 
@@ -707,11 +735,13 @@ def _grade_in_child(check, function, exercise, forbidden, limit, seed) -> str | 
         return _timeout_message(limit, reply["running"], stopped=True)
     if "grader_error" in reply:
         last = reply["grader_error"].strip().splitlines()[-1]
-        return f"could not check your answer (the grader failed: {last[:160]})"
-    where = f" on inputs ({reply['running']})" if reply["running"] is not None else ""
-    return (f"the process running your function ended without an answer{where}: "
-            f"{_death(reply['died'])}. A crash in compiled code, os._exit or running out of "
-            "memory each do this")
+        return _("could not check your answer (the grader failed: {error})").format(
+            error=last[:160])
+    where = (_(" on inputs ({inputs})").format(inputs=reply["running"])
+             if reply["running"] is not None else "")
+    return _("the process running your function ended without an answer{where}: {death}. A "
+             "crash in compiled code, os._exit or running out of memory each do this").format(
+                 where=where, death=_death(reply["died"]))
 
 
 def _grade_in_process(check, function, exercise, forbidden, limit, seed) -> str | None:
@@ -772,15 +802,20 @@ def grader(exercise: str, title: str, *, forbidden: tuple[str, ...] = (),
 
 # --- reading the answer ----------------------------------------------------------------------
 
-_TYPE_HINTS = {type(None): "None (did you forget `return`?)"}
+_TYPE_HINTS = {type(None): N_("None (did you forget `return`?)")}
 
 
 def _kind_of(answer) -> str:
     if answer is None:
-        return _TYPE_HINTS[type(None)]
+        return _(_TYPE_HINTS[type(None)])
     if isinstance(answer, str):
-        return f"a str {answer[:30]!r}"
-    return f"a {type(answer).__name__}"
+        return _("a str {text}").format(text=repr(answer[:30]))
+    return _("a {type}").format(type=type(answer).__name__)
+
+
+def context(what: str) -> str:
+    """``what`` (the inputs a message is about) as the start of a message, or nothing."""
+    return _("{what}: ").format(what=what) if what else ""
 
 
 def answer_tensor(answer, what: str, *, kind: str = "float", shape=None) -> torch.Tensor:
@@ -791,48 +826,56 @@ def answer_tensor(answer, what: str, *, kind: str = "float", shape=None) -> torc
     kind, the wrong shape, NaN and inf. numpy arrays are accepted; a plain number only when
     ``shape`` is ().
     """
-    prefix = f"{what}: " if what else ""
+    prefix = context(what)
     if isinstance(answer, torch.Tensor):
         tensor = answer.detach()
     elif _is_numpy_array(answer):
         try:
             tensor = torch.as_tensor(answer)
         except (TypeError, ValueError, RuntimeError):
-            raise Wrong(f"{prefix}your function returned a numpy array of "
-                        f"{answer.dtype}; return a torch tensor") from None
+            raise Wrong(prefix + _("your function returned a numpy array of {dtype}; return a "
+                                   "torch tensor").format(dtype=answer.dtype)) from None
     elif shape == () and isinstance(answer, numbers.Number) and not isinstance(answer, bool):
         tensor = torch.tensor(answer)
     else:
-        raise Wrong(f"{prefix}your function returned {_kind_of(answer)}; return a torch tensor"
-                    + (f" of shape {tuple(shape)}" if shape is not None else ""))
+        raise Wrong(prefix + (_("your function returned {kind}; return a torch tensor")
+                              if shape is None else
+                              _("your function returned {kind}; return a torch tensor of shape "
+                                "{shape}")).format(kind=_kind_of(answer), shape=tuple(shape or ())))
     if tensor.layout != torch.strided:
         tensor = tensor.to_dense()
     tensor = _signed(tensor.cpu(), prefix)
     if tensor.is_complex():
-        raise Wrong(f"{prefix}your function returned a complex tensor ({tensor.dtype}); return "
-                    "a real one (.real, or torch.view_as_real for the (real, imaginary) pairs)")
+        raise Wrong(prefix + _("your function returned a complex tensor ({dtype}); return a real "
+                               "one (.real, or torch.view_as_real for the (real, imaginary) "
+                               "pairs)").format(dtype=tensor.dtype))
     if tensor.dtype == torch.bool:
-        raise Wrong(f"{prefix}your function returned a bool tensor; return "
-                    + ("numbers" if kind == "float" else "integer indices"))
+        raise Wrong(prefix + (_("your function returned a bool tensor; return numbers")
+                              if kind == "float" else
+                              _("your function returned a bool tensor; return integer indices")))
     if tensor.numel() == 0 and kind != "real":
         # no values to be wrong: torch.tensor([]) is float32, np.array([]) float64
         tensor = tensor.to(torch.float64 if kind == "float" else torch.int64)
     if kind == "real":
         pass
     elif kind == "float" and not tensor.is_floating_point():
-        raise Wrong(f"{prefix}your function returned integers ({tensor.dtype}); the answer "
-                    "needs floating-point values (float32 or float64)")
+        raise Wrong(prefix + _("your function returned integers ({dtype}); the answer needs "
+                               "floating-point values (float32 or float64)").format(
+                                   dtype=tensor.dtype))
     if kind == "int" and tensor.is_floating_point():
-        raise Wrong(f"{prefix}return an integer tensor (torch.long), got dtype {tensor.dtype}")
+        raise Wrong(prefix + _("return an integer tensor (torch.long), got dtype {dtype}").format(
+            dtype=tensor.dtype))
     if shape is not None and tuple(tensor.shape) != tuple(shape):
-        raise Wrong(f"{prefix}expected shape {tuple(shape)}, got {tuple(tensor.shape)}")
+        raise Wrong(prefix + _("expected shape {expected}, got {shape}").format(
+            expected=tuple(shape), shape=tuple(tensor.shape)))
     if tensor.is_floating_point():
         for bad, test in (("NaN", torch.isnan), ("inf", torch.isinf)):
             where = torch.nonzero(test(tensor))
             if len(where):
                 index = tuple(int(i) for i in where[0])
-                at = f" at index {index}" if index else ""
-                raise Wrong(f"{prefix}your answer contains {bad}{at}")
+                raise Wrong(prefix + (_("your answer contains {value} at index {index}") if index
+                                      else _("your answer contains {value}")).format(
+                                          value=bad, index=index))
     return tensor
 
 
@@ -846,8 +889,8 @@ def _signed(tensor: torch.Tensor, prefix: str) -> torch.Tensor:
     if tensor.dtype not in _UNSIGNED:
         return tensor
     if tensor.numel() and bool((tensor.double() >= 2.0**63).any()):
-        raise Wrong(f"{prefix}your answer ({tensor.dtype}) holds values of 2^63 or more; "
-                    "did a negative number wrap around?")
+        raise Wrong(prefix + _("your answer ({dtype}) holds values of 2^63 or more; did a "
+                               "negative number wrap around?").format(dtype=tensor.dtype))
     return tensor.to(torch.int64)
 
 
@@ -862,39 +905,43 @@ def answer_number(answer, what: str, *, integer: bool = False) -> float | int:
     Accepts Python and numpy numbers and one-element real tensors. ``integer``: the value
     must be whole (2.0 is read as 2).
     """
-    prefix = f"{what}: " if what else ""
+    prefix = context(what)
     value = answer
     if isinstance(value, torch.Tensor) or _is_numpy_array(value):
         tensor = torch.as_tensor(value) if not isinstance(value, torch.Tensor) else value
         tensor = _signed(tensor.detach().cpu(), prefix)
         if tensor.numel() != 1:
-            raise Wrong(f"{prefix}return one number, got a {type(value).__name__} of shape "
-                        f"{tuple(tensor.shape)}")
+            raise Wrong(prefix + _("return one number, got a {type} of shape {shape}").format(
+                type=type(value).__name__, shape=tuple(tensor.shape)))
         if tensor.is_complex():
-            raise Wrong(f"{prefix}return a real number, got a complex {type(value).__name__}")
+            raise Wrong(prefix + _("return a real number, got a complex {type}").format(
+                type=type(value).__name__))
         if tensor.dtype == torch.bool:
-            raise Wrong(f"{prefix}return a number, got a bool {type(value).__name__}")
+            raise Wrong(prefix + _("return a number, got a bool {type}").format(
+                type=type(value).__name__))
         value = tensor.reshape(()).item()
     if isinstance(value, bool) or not isinstance(value, numbers.Number):
-        raise Wrong(f"{prefix}return a number, got {_kind_of(value)}")
+        raise Wrong(prefix + _("return a number, got {kind}").format(kind=_kind_of(value)))
     if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
-        raise Wrong(f"{prefix}return a real number, got {value!r} (a complex number; keep "
-                    "its real part, .real)")
+        raise Wrong(prefix + _("return a real number, got {value} (a complex number; keep its "
+                               "real part, .real)").format(value=repr(value)))
     if isinstance(value, numbers.Integral):
         value = int(value)
     else:  # float, Fraction, Decimal (a Number, not registered as Real), numpy floats
         try:
             value = float(value)
         except (TypeError, ValueError, OverflowError) as error:
-            raise Wrong(f"{prefix}could not read your {type(value).__name__} {value!r} as a "
-                        f"number ({error})") from None
+            raise Wrong(prefix + _("could not read your {type} {value} as a number "
+                                   "({error})").format(type=type(value).__name__,
+                                                       value=repr(value), error=error)) from None
     if isinstance(value, float) and math.isnan(value):
-        raise Wrong(f"{prefix}your function returned NaN")
+        raise Wrong(prefix + _("your function returned NaN"))
     if isinstance(value, float) and math.isinf(value):
-        raise Wrong(f"{prefix}your function returned {value}")
+        raise Wrong(prefix + _("your function returned {value}").format(value=value))
     if integer:
         if isinstance(value, float) and not value.is_integer():
-            raise Wrong(f"{prefix}expected a whole number, got {value!r}")
+            raise Wrong(prefix + _("expected a whole number, got {value}").format(
+                value=repr(value)))
         return int(value)
     return value
 
@@ -915,11 +962,24 @@ def compare(answer, expected: torch.Tensor, *, atol, what: str) -> str | None:
     bad = torch.nonzero(~(gap <= atol))
     if len(bad):
         index = tuple(int(i) for i in bad[0])
-        at = f"at index {index} " if index else ""
-        prefix = f"{what}: " if what else ""
-        return (f"{prefix}{at}expected {float(expected[index]):.6g}, "
-                f"got {float(tensor[index]):.6g}")
+        message = (_("at index {index} expected {expected:.6g}, got {got:.6g}") if index
+                   else _("expected {expected:.6g}, got {got:.6g}"))
+        return context(what) + message.format(index=index, expected=float(expected[index]),
+                                              got=float(tensor[index]))
     return None
+
+
+def values_differ(answer, expected: torch.Tensor, *, atol) -> bool:
+    """True when ``answer`` has the right type and shape but values off ``expected``: the
+    case a grader's value hints are for (a test of the answer, never of the feedback's
+    words, which are translated)."""
+    kind = "float" if expected.is_floating_point() else "int"
+    try:
+        tensor = answer_tensor(answer, "", kind=kind, shape=expected.shape)
+    except Wrong:
+        return False
+    gap = (tensor.double() - expected.double()).abs()
+    return bool((~(gap <= torch.as_tensor(atol, dtype=torch.float64))).any())
 
 
 def check_answer(answer, expected: torch.Tensor, *, atol, what: str) -> torch.Tensor:

@@ -16,6 +16,7 @@ from rope_lab.exercises.grading import (
     log_uniform,
     randint,
 )
+from rope_lab.i18n import N_, _
 from rope_lab.rope import inv_freq
 
 _CASES_06 = [(64, 10000.0, 4.0), (128, 500000.0, 8.0), (16, 100.0, 2.5), (4, 10000.0, 1.0)]
@@ -26,20 +27,20 @@ def _random_cases(generator, count=2):
              round(log_uniform(generator, 1.0, 32.0), 3)) for _ in range(count)]
 
 
-@grader("06.1", "position interpolation")
+@grader("06.1", N_("position interpolation"))
 def check_position_interpolation(function: Learner, generator: torch.Generator) -> None:
     """06.1: ``function(dim, base, factor)`` → the ``(dim // 2,)`` PI rotation speeds θ_i/s."""
     random = _random_cases(generator)
     for number, (dim, base, factor) in enumerate(_CASES_06 + random):
         function.random = number >= len(_CASES_06)
         answer = function(dim, base, factor)
-        expected, _ = scaling.linear_inv_freq(dim, base=base, factor=factor,
-                                              dtype=torch.float64)
+        expected = scaling.linear_inv_freq(dim, base=base, factor=factor,
+                                           dtype=torch.float64)[0]
         check_answer(answer, expected, atol=1e-6 * float(expected.max()),
                      what=f"dim={dim}, base={base:g}, factor={factor:g}")
 
 
-@grader("06.2", "NTK-aware base")
+@grader("06.2", N_("NTK-aware base"))
 def check_ntk_base(function: Learner, generator: torch.Generator) -> None:
     """06.2: ``function(base, dim, factor)`` → the static NTK-aware base base·s^(d/(d−2))."""
     random = _random_cases(generator)
@@ -50,9 +51,11 @@ def check_ntk_base(function: Learner, generator: torch.Generator) -> None:
         expected = base * factor ** (dim / (dim - 2))
         if not abs(answer - expected) <= 1e-6 * expected:
             slowest = (answer / base) ** (-(dim - 2) / dim) if answer > 0 else float("nan")
-            raise Wrong(f"{where}: expected {expected:.6g}, got {answer:.6g} — with your base "
-                        f"the slowest pair slows by {slowest:.4g}, it should slow by exactly "
-                        f"1/factor = {1 / factor:.4g}")
+            raise Wrong(_("{where}: expected {expected:.6g}, got {answer:.6g} — with your base "
+                          "the slowest pair slows by {slowest:.4g}, it should slow by exactly "
+                          "1/factor = {inverse:.4g}").format(where=where, expected=expected,
+                                                             answer=answer, slowest=slowest,
+                                                             inverse=1 / factor))
 
 
 def _full_turns(dim, base, length):
@@ -60,7 +63,7 @@ def _full_turns(dim, base, length):
     return wavelengths, int((wavelengths <= length).sum())
 
 
-@grader("06.3", "pairs that turn")
+@grader("06.3", N_("pairs that turn"))
 def check_full_turn_pairs(function: Learner, generator: torch.Generator) -> None:
     """06.3: ``function(dim, base, length)`` → how many pairs complete a turn (λ_i ≤ L)."""
     cases = [(64, 10000.0, 2048), (128, 500000.0, 8192), (16, 10000.0, 64), (8, 10.0, 3)]
@@ -68,7 +71,7 @@ def check_full_turn_pairs(function: Learner, generator: torch.Generator) -> None
     while len(random) < 3:
         dim, base = 2 * randint(generator, 1, 128), round(log_uniform(generator, 2.0, 1e6), 1)
         length = int(log_uniform(generator, 1.0, 1e5))
-        wavelengths, _ = _full_turns(dim, base, length)
+        wavelengths = _full_turns(dim, base, length)[0]
         # a wavelength within rounding of L could be counted either way in float32: skip it
         if bool(((wavelengths - length).abs() > 1e-4 * length).all()):
             random.append((dim, base, length))
@@ -76,6 +79,7 @@ def check_full_turn_pairs(function: Learner, generator: torch.Generator) -> None
         function.random = number >= len(cases)
         where = f"dim={dim}, base={base:g}, L={length}"
         answer = answer_number(function(dim, base, length), where, integer=True)
-        _, expected = _full_turns(dim, base, length)
+        expected = _full_turns(dim, base, length)[1]
         if answer != expected:
-            raise Wrong(f"{where}: expected {expected} of {dim // 2} pairs, got {answer!r}")
+            raise Wrong(_("{where}: expected {expected} of {pairs} pairs, got {answer}").format(
+                where=where, expected=expected, pairs=dim // 2, answer=repr(answer)))

@@ -11,15 +11,17 @@ from rope_lab.exercises.grading import (
     answer_number,
     answer_tensor,
     compare,
+    context,
     grader,
     log_uniform,
     matches,
     randint,
 )
+from rope_lab.i18n import N_, _
 from rope_lab.rope import rope_pairs
 
 
-@grader("05.1", "the score curve")
+@grader("05.1", N_("the score curve"))
 def check_score_curve(score_curve: Learner, generator: torch.Generator) -> None:
     """05.1: ``score_curve(q, k, distances, base) -> (D,)``: q at position 0, k at each Δ.
 
@@ -33,7 +35,7 @@ def check_score_curve(score_curve: Learner, generator: torch.Generator) -> None:
         cases.append((torch.randn(dim, generator=teaching),
                       torch.randn(dim, generator=teaching), fixed, base))
     random = []
-    for _ in range(2):
+    for _draw in range(2):
         dim = 2 * randint(generator, 2, 64)
         distances = torch.randint(0, 3000, (randint(generator, 1, 8),), generator=generator)
         random.append((torch.randn(dim, generator=generator), torch.randn(dim, generator=generator),
@@ -44,13 +46,13 @@ def check_score_curve(score_curve: Learner, generator: torch.Generator) -> None:
         expected = decay.score_curve(q, k, distances, base=base)
         atol = 1e-3 * (1 + float(expected.abs().max()))
         failure = compare(answer, expected, atol=atol,
-                          what=f"d = {q.shape[0]}, base {base:g}, distances "
-                               f"{distances.tolist()}")
+                          what=_("d = {dim}, base {base:g}, distances {distances}").format(
+                              dim=q.shape[0], base=base, distances=distances.tolist()))
         if failure is not None:
             interleaved = decay.score_curve(q, k, distances, base=base, layout="interleaved")
             if matches(answer, interleaved, atol=1e-3 * (1 + float(interleaved.abs().max()))):
-                failure += (" (you paired features (2i, 2i+1); use the half layout, the default"
-                            " of rl.apply_rope)")
+                failure += _(" (you paired features (2i, 2i+1); use the half layout, the "
+                             "default of rl.apply_rope)")
             raise Wrong(failure)
 
 
@@ -62,7 +64,7 @@ def _unit_pair_query(generator, dim):
     return q
 
 
-@grader("05.2", "a key that breaks the Σcos “bound”")
+@grader("05.2", N_("a key that breaks the Σcos “bound”"))
 def check_bound_breaker(make_key: Learner, generator: torch.Generator) -> None:
     """05.2: ``make_key(q, distance, base) -> k`` with unit pairs whose score at ``distance``
     beats seed 000's "bound" Σ_i cos(Δθ_i) (q also has unit pairs, half layout)."""
@@ -79,7 +81,8 @@ def check_bound_breaker(make_key: Learner, generator: torch.Generator) -> None:
     for number, (q, distance, base) in enumerate(cases + random):
         make_key.random = number >= len(cases)
         dim = len(q)
-        where = f"d = {dim}, Δ = {distance}, base {base:g}"
+        where = _("d = {dim}, Δ = {distance}, base {base:g}").format(dim=dim, distance=distance,
+                                                                    base=base)
         k = answer_tensor(make_key(q, distance, base), where, shape=(dim,)).double()
         first, second = rope_pairs(dim, "half")
         lengths = torch.sqrt(k[first] ** 2 + k[second] ** 2)
@@ -87,14 +90,17 @@ def check_bound_breaker(make_key: Learner, generator: torch.Generator) -> None:
         score = float(decay.score_curve(q, k, [distance], base=base)[0])
         if not bool(torch.allclose(lengths, torch.ones_like(lengths), atol=1e-4)):
             i = int((lengths - 1).abs().argmax())
-            raise Wrong(f"{where}: pair {i} of k has length {float(lengths[i]):.4f}; the "
-                        "bound is about unit pairs, so every pair of k must have length 1")
+            raise Wrong(context(where) + _("pair {pair} of k has length {length:.4f}; the bound "
+                                           "is about unit pairs, so every pair of k must have "
+                                           "length 1").format(pair=i, length=float(lengths[i])))
         if score <= bound + 1:
-            raise Wrong(f"{where}: your k scores {score:.3f}, the “bound” is {bound:.3f}; "
-                        "aim for the largest possible score, d/2 (hint: undo the rotation)")
+            raise Wrong(context(where) + _("your k scores {score:.3f}, the “bound” is "
+                                           "{bound:.3f}; aim for the largest possible score, d/2 "
+                                           "(hint: undo the rotation)").format(score=score,
+                                                                               bound=bound))
 
 
-@grader("05.3", "the minimum base for a context length", time_factor=3.0)
+@grader("05.3", N_("the minimum base for a context length"), time_factor=3.0)
 def check_minimum_base(minimum_base: Learner, generator: torch.Generator) -> None:
     """05.3: ``minimum_base(context_length, dim) -> base``: the smallest base ≥ 1 with
     Σ_i cos(mθ_i) ≥ 0 for every m = 0 … L. Accepted within 1 % above the exact answer.
@@ -110,9 +116,11 @@ def check_minimum_base(minimum_base: Learner, generator: torch.Generator) -> Non
         exact = decay.minimum_base(length, dim)
         if not base >= 1 or not decay.satisfies_base_criterion(base, length, dim):
             lowest = decay.lowest_cos_sum(base, length, dim) if base > 0 else float("nan")
-            raise Wrong(f"{where}: base {base:.6g} fails the criterion (the smallest sum "
-                        f"over m ≤ L is {lowest:.4f} < 0)")
+            raise Wrong(context(where) + _("base {base:.6g} fails the criterion (the smallest "
+                                           "sum over m ≤ L is {lowest:.4f} < 0)").format(
+                                               base=base, lowest=lowest))
         if base > exact * 1.01:
-            raise Wrong(f"{where}: base {base:.6g} works, but so does the smaller "
-                        f"{exact:.6g}. The condition is not monotone in the base: "
-                        "bisection can land on a later crossing; scan upward instead")
+            raise Wrong(context(where) + _("base {base:.6g} works, but so does the smaller "
+                                           "{exact:.6g}. The condition is not monotone in the "
+                                           "base: bisection can land on a later crossing; scan "
+                                           "upward instead").format(base=base, exact=exact))

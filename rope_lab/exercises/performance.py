@@ -14,9 +14,10 @@ from rope_lab.exercises.grading import (
     log_uniform,
     randint,
 )
+from rope_lab.i18n import N_, _
 
 
-@grader("09.1", "bytes moved by RoPE")
+@grader("09.1", N_("bytes moved by RoPE"))
 def check_rope_bytes(rope_bytes: Learner, generator: torch.Generator) -> None:
     """09.1 — bytes RoPE moves for one tensor: ``rope_bytes(batch, heads, seq, head_dim,
     bytes_per_element)`` = read x + write the result (cos/sin tables left out)."""
@@ -25,16 +26,18 @@ def check_rope_bytes(rope_bytes: Learner, generator: torch.Generator) -> None:
                 2 * randint(generator, 1, 128)), 2 ** randint(generator, 0, 3)) for _ in range(2)]
     for number, (shape, width) in enumerate(cases + random):
         rope_bytes.random = number >= len(cases)
-        where = f"for shape {shape} with {width}-byte elements"
+        where = _("for shape {shape} with {width}-byte elements").format(shape=shape,
+                                                                         width=width)
         answer = answer_number(rope_bytes(*shape, width), where)
         expected = cost.rope_traffic(*shape, bytes_per_element=width)["tensor_bytes"]
         if answer != expected:
-            hint = " (did you count the write as well as the read?)" \
+            hint = _(" (did you count the write as well as the read?)") \
                 if answer * 2 == expected else ""
-            raise Wrong(f"{where} expected {expected} bytes, got {answer}{hint}")
+            raise Wrong(_("{where} expected {expected} bytes, got {answer}{hint}").format(
+                where=where, expected=expected, answer=answer, hint=hint))
 
 
-@grader("09.2", "the roofline")
+@grader("09.2", N_("the roofline"))
 def check_attainable(attainable: Learner, generator: torch.Generator) -> None:
     """09.2 — the roofline: ``attainable(intensity, peak_gflops, bandwidth_gb_s)`` in GFLOP/s."""
     cases = [(0.375, 1000.0, 50.0), (100.0, 1000.0, 50.0), (20.0, 1000.0, 50.0),
@@ -44,15 +47,17 @@ def check_attainable(attainable: Learner, generator: torch.Generator) -> None:
                round(log_uniform(generator, 10.0, 1e4), 1)) for _ in range(3)]
     for number, args in enumerate(cases + random):
         attainable.random = number >= len(cases)
-        where = (f"for intensity {args[0]:g} FLOP/byte, peak {args[1]:g} GFLOP/s and "
-                 f"{args[2]:g} GB/s")
+        where = _("for intensity {intensity:g} FLOP/byte, peak {peak:g} GFLOP/s and "
+                  "{bandwidth:g} GB/s").format(intensity=args[0], peak=args[1],
+                                               bandwidth=args[2])
         answer = answer_number(attainable(*args), where)
         expected = cost.attainable_gflops(*args)
         if abs(answer - expected) > 1e-9 * max(1.0, expected):
-            raise Wrong(f"{where} expected {expected:g} GFLOP/s, got {answer:g}")
+            raise Wrong(_("{where} expected {expected:g} GFLOP/s, got {answer:g}").format(
+                where=where, expected=expected, answer=answer))
 
 
-@grader("09.3", "interleaved RoPE as one complex multiply")
+@grader("09.3", N_("interleaved RoPE as one complex multiply"))
 def check_complex_rope(complex_rope: Learner, generator: torch.Generator) -> None:
     """09.3 — one-pass interleaved RoPE: ``complex_rope(x, cos, sin)`` for x ``(..., seq, d)``
     float32 and cos, sin ``(seq, d/2)``, equal to ``apply_rope(x, layout="interleaved")``."""
@@ -68,4 +73,4 @@ def check_complex_rope(complex_rope: Learner, generator: torch.Generator) -> Non
         cos, sin = angles.cos(), angles.sin()
         answer = complex_rope(x, cos, sin)
         check_answer(answer, rope.rotate_reference(x, cos, sin, "interleaved"), atol=1e-5,
-                     what=f"x of shape {tuple(x.shape)}")
+                     what=_("x of shape {shape}").format(shape=tuple(x.shape)))

@@ -14,9 +14,10 @@ from rope_lab.exercises.grading import (
     matches,
     randint,
 )
+from rope_lab.i18n import N_, _
 
 
-@grader("08.1", "axial 2D RoPE")
+@grader("08.1", N_("axial 2D RoPE"))
 def check_axial_rope(function: Learner, generator: torch.Generator) -> None:
     """08.1: ``function(x, positions, base)`` is axial 2D RoPE built from ``rl.apply_rope``.
 
@@ -37,17 +38,18 @@ def check_axial_rope(function: Learner, generator: torch.Generator) -> None:
         dim = x.shape[-1]
         answer = function(x, positions, base)
         expected = nd.apply_rope_nd(x, positions, nd.axial_freqs(dim, base, dtype=torch.float64))
-        what = f"x of shape {tuple(x.shape)}, base = {base:g}"
+        what = _("x of shape {shape}, base = {base:g}").format(shape=tuple(x.shape), base=base)
         failure = compare(answer, expected, atol=1e-9, what=what)
         if failure is not None:
             swapped = nd.apply_rope_nd(x, positions.flip(-1),
                                        nd.axial_freqs(dim, base, dtype=torch.float64))
             if matches(answer, swapped, atol=1e-9):
-                failure = f"{what}: x and y are swapped: pairs 0 … d/4 − 1 turn with x (column 0)"
+                failure = _("{what}: x and y are swapped: pairs 0 … d/4 − 1 turn with x (column "
+                            "0)").format(what=what)
             raise Wrong(failure)
 
 
-@grader("08.2", "M-RoPE position ids")
+@grader("08.2", N_("M-RoPE position ids"))
 def check_mrope_positions(function: Learner, generator: torch.Generator) -> None:
     """08.2: ``function(text_before, grid_thw, text_after)`` returns M-RoPE (t, h, w) ids.
 
@@ -69,11 +71,13 @@ def check_mrope_positions(function: Learner, generator: torch.Generator) -> None
         failures[rule] = next(
             ((number, failure) for number, (case, answer) in enumerate(answers)
              if (failure := compare(answer, nd.mrope_positions(*case, rule=rule), atol=0,
-                                    what=f"for (text_before, grid_thw, text_after) = {case}"))
+                                    what=_("for (text_before, grid_thw, text_after) = "
+                                           "{case}").format(case=case)))
              is not None), None)
         if failures[rule] is None:
             return
     # the seed matters only if a failure shown is on a random layout
     function.random = max(number for number, _ in failures.values()) >= len(cases)
-    raise Wrong(f"{failures['qwen2-vl'][1]} (transformers ≥ 5.3's rule, text resuming at "
-                f"s + max(rows, columns), is accepted too: {failures['transformers'][1]})")
+    raise Wrong(_("{failure} (transformers ≥ 5.3's rule, text resuming at s + max(rows, "
+                  "columns), is accepted too: {other})").format(
+                      failure=failures["qwen2-vl"][1], other=failures["transformers"][1]))

@@ -14,6 +14,7 @@ from rope_lab.exercises.grading import (
     matches,
     randint,
 )
+from rope_lab.i18n import N_, _
 
 
 def _float64(value):
@@ -25,7 +26,7 @@ def _rotation(angle: float) -> torch.Tensor:
     return torch.stack((torch.stack((c, -s)), torch.stack((s, c))))
 
 
-@grader("03.1", "the 2×2 rotation matrix")
+@grader("03.1", N_("the 2×2 rotation matrix"))
 def check_rotation_matrix(rotation_matrix: Learner, generator: torch.Generator) -> None:
     """03.1: ``rotation_matrix(angle) -> (2, 2)`` turns vectors counter-clockwise by angle.
 
@@ -40,7 +41,7 @@ def check_rotation_matrix(rotation_matrix: Learner, generator: torch.Generator) 
         failure = compare(answer, _rotation(angle), atol=1e-6, what=f"angle = {angle:.4f}")
         if failure is not None:
             if matches(answer, _rotation(-angle), atol=1e-6):
-                failure += " (your matrix turns clockwise: R(π/2) must send (1, 0) to (0, 1))"
+                failure += _(" (your matrix turns clockwise: R(π/2) must send (1, 0) to (0, 1))")
             raise Wrong(failure)
     pairs = [(0.3, m, n) for m, n in ((0, 0), (2, 5), (7, 3), (11, 11))]
     pairs += [(float(torch.rand((), generator=generator, dtype=torch.float64)),
@@ -52,10 +53,11 @@ def check_rotation_matrix(rotation_matrix: Learner, generator: torch.Generator) 
         r_n = check_answer(rotation_matrix(n * theta), _rotation(n * theta), atol=1e-6,
                            what=f"angle = {n * theta:.4f}")
         check_answer(r_m.double().T @ r_n.double(), _rotation((n - m) * theta), atol=1e-6,
-                     what=f"R_{m}ᵀ R_{n} versus R_{n - m} (θ = {theta:.3f})")
+                     what=_("R_{m}ᵀ R_{n} versus R_{difference} (θ = {theta:.3f})").format(
+                         m=m, n=n, difference=n - m, theta=theta))
 
 
-@grader("03.2", "the RoPE score in complex form")
+@grader("03.2", N_("the RoPE score in complex form"))
 def check_score_2d(score_2d: Learner, generator: torch.Generator) -> None:
     """03.2: ``score_2d(q, k, m, n, theta) -> float`` via complex numbers.
 
@@ -80,4 +82,5 @@ def check_score_2d(score_2d: Learner, generator: torch.Generator) -> None:
         r_k = _rotation(n * theta) @ _float64([k.real, k.imag])
         expected = float(r_q @ r_k)
         if not abs(answer - expected) <= 1e-6 * (1 + abs(expected)):
-            raise Wrong(f"{where}: expected {expected:.6g}, got {answer:.6g}")
+            raise Wrong(_("{where}: expected {expected:.6g}, got {answer:.6g}").format(
+                where=where, expected=expected, answer=answer))

@@ -16,6 +16,7 @@ from rope_lab.exercises.grading import (
     matches,
     randint,
 )
+from rope_lab.i18n import N_, _
 
 # float32 angles m·θ_i are off by about |m·θ_i|·2⁻²³ (θ_i and the product each round once);
 # this tolerance per element allows that, with margin, and nothing like a real mistake.
@@ -31,10 +32,11 @@ def _random_x(generator, *, max_dim: int = 32):
 
 def _same_dtype(answer, x, what):
     if isinstance(answer, torch.Tensor) and answer.dtype != x.dtype:
-        raise Wrong(f"{what}: x is {x.dtype}, your answer is {answer.dtype}; return x's dtype")
+        raise Wrong(_("{what}: x is {dtype}, your answer is {answer}; return x's dtype").format(
+            what=what, dtype=x.dtype, answer=answer.dtype))
 
 
-@grader("04.1", "rotate_half")
+@grader("04.1", N_("rotate_half"))
 def check_rotate_half(rotate_half: Learner, generator: torch.Generator) -> None:
     """04.1: ``rotate_half(x)`` maps the halves (x_a, x_b) of the last dimension to (−x_b, x_a)."""
     teaching = torch.Generator().manual_seed(4)
@@ -43,7 +45,8 @@ def check_rotate_half(rotate_half: Learner, generator: torch.Generator) -> None:
     random = [_random_x(generator) for _ in range(2)]
     for number, x in enumerate(cases + random):
         rotate_half.random = number >= len(cases)
-        what = f"x = {x.tolist()}" if x.numel() <= 8 else f"x of shape {tuple(x.shape)}"
+        what = (f"x = {x.tolist()}" if x.numel() <= 8
+                else _("x of shape {shape}").format(shape=tuple(x.shape)))
         answer = rotate_half(x)
         check_answer(answer, implementations.rotate_half(x), atol=0.0, what=what)
         _same_dtype(answer, x, what)
@@ -55,7 +58,7 @@ def _interleaved_reference(x, positions, base):
     return rope.rotate_reference(x.double(), angles.cos(), angles.sin(), "interleaved"), angles
 
 
-@grader("04.2", "interleaved RoPE")
+@grader("04.2", N_("interleaved RoPE"))
 def check_rope_interleaved(rope_interleaved: Learner, generator: torch.Generator) -> None:
     """04.2: ``rope_interleaved(x, positions, base) -> like x``, pairs (2i, 2i+1).
 
@@ -69,7 +72,7 @@ def check_rope_interleaved(rope_interleaved: Learner, generator: torch.Generator
              (torch.randn(5, 64, generator=teaching, dtype=torch.float64),
               torch.tensor([0, 1, 100, 1000, 4095]), 500000.0)]
     random = []
-    for _ in range(2):
+    for _draw in range(2):
         x = _random_x(generator, max_dim=64)
         positions = torch.randperm(5000, generator=generator)[: x.shape[-2]]
         random.append((x, positions, round(log_uniform(generator, 10.0, 1e6), 1)))
@@ -81,17 +84,18 @@ def check_rope_interleaved(rope_interleaved: Learner, generator: torch.Generator
         atol = 1e-5 + _FLOAT32_ANGLE_ERROR * angles.abs() * pair_length
         atol = atol.repeat_interleave(2, dim=-1)
         label = (f"x = {x.tolist()}, positions = {positions.tolist()}, base = {base:g}"
-                 if x.numel() <= 4 else f"x of shape {tuple(x.shape)}, base = {base:g}")
+                 if x.numel() <= 4 else _("x of shape {shape}, base = {base:g}").format(
+                     shape=tuple(x.shape), base=base))
         failure = compare(answer, expected, atol=atol, what=label)
         if failure is not None:
             half = rope.apply_rope(x.double(), positions, base=base, layout="half")
             if x.shape[-1] > 2 and matches(answer, half, atol=atol):
-                failure += " (you paired (i, i + d/2): that is the half layout)"
+                failure += _(" (you paired (i, i + d/2): that is the half layout)")
             raise Wrong(failure)
         _same_dtype(answer, x, label)
 
 
-@grader("04.3", "the permutation between layouts",
+@grader("04.3", N_("the permutation between layouts"),
         forbidden=("rope_lab.rope.interleaved_to_half", "rope_lab.rope.half_to_interleaved"))
 def check_layout_permutation(layout_permutation: Learner, generator: torch.Generator) -> None:
     """04.3: ``layout_permutation(dim) -> LongTensor p`` with
@@ -105,11 +109,13 @@ def check_layout_permutation(layout_permutation: Learner, generator: torch.Gener
         p = answer_tensor(layout_permutation(dim), f"dim = {dim}", kind="int", shape=(dim,))
         if sorted(p.tolist()) != list(range(dim)):
             shown = p.tolist() if dim <= 16 else f"{p.tolist()[:8]} …"
-            raise Wrong(f"dim = {dim}: expected a permutation of 0 … {dim - 1}, got {shown}")
+            raise Wrong(_("dim = {dim}: expected a permutation of 0 … {last}, got {shown}").format(
+                dim=dim, last=dim - 1, shown=shown))
         x = torch.randn(6, dim, generator=generator if number >= len(dims) else teaching,
                         dtype=torch.float64)
         left = rope.apply_rope(x, layout="interleaved")[..., p]
         right = rope.apply_rope(x[..., p], layout="half")
-        shown = p.tolist() if dim <= 16 else "yours"
-        check_answer(left, right, atol=1e-9, what=f"dim = {dim}, p = {shown}: "
-                     "interleaved-then-permute versus permute-then-half")
+        shown = p.tolist() if dim <= 16 else _("yours")
+        check_answer(left, right, atol=1e-9, what=_(
+            "dim = {dim}, p = {shown}: interleaved-then-permute versus permute-then-half").format(
+                dim=dim, shown=shown))

@@ -16,12 +16,14 @@ from rope_lab.exercises.grading import (
     Learner,
     Wrong,
     compare,
+    context,
     grader,
     log_uniform,
     matches,
     randint,
 )
 from rope_lab.hf import config as hf_config
+from rope_lab.i18n import N_, _
 from rope_lab.rope import inv_freq
 
 FORBIDDEN = ("rope_lab.hf.inv_freq_from_config", "rope_lab.hf.config.inv_freq_from_config",
@@ -43,8 +45,10 @@ def _config(head_dim, heads, base, *, schema, explicit_head=False, partial=None,
             old_type_key=False):
     """A config.json dict for plain RoPE (factor None) or linear scaling."""
     hidden = heads * (head_dim + 16 if explicit_head else head_dim)
-    config = {"model_type": "llama", "hidden_size": hidden, "num_attention_heads": heads,
-              "max_position_embeddings": 4096}
+    # a partial rotary factor is a Phi config: Phi's rotary embedding applies it to plain RoPE,
+    # Llama's ignores it (transformers 5), and the exercise asks for r = int(head dim × factor)
+    config = {"model_type": "phi" if partial is not None else "llama", "hidden_size": hidden,
+              "num_attention_heads": heads, "max_position_embeddings": 4096}
     if explicit_head:
         config["head_dim"] = head_dim
     block = {"rope_type": "linear", "factor": factor} if factor else {"rope_type": "default"}
@@ -71,24 +75,24 @@ def _hint(answer, config, expected) -> str | None:
     tries = []
     if spec.partial_rotary_factor < 1:
         tries.append((inv_freq(spec.head_dim, spec.base, dtype=torch.float64),
-                      "partial_rotary_factor: only int(head_dim × factor) features rotate, "
-                      "and θ_i = base^(−2i/rotary_dim) uses that rotary dim"))
+                      _("partial_rotary_factor: only int(head_dim × factor) features rotate, "
+                        "and θ_i = base^(−2i/rotary_dim) uses that rotary dim")))
     if "head_dim" in config:
         wrong = config["hidden_size"] // config["num_attention_heads"]
         tries.append((inv_freq(int(wrong * spec.partial_rotary_factor), spec.base,
                                dtype=torch.float64),
-                      "the config's head_dim wins over hidden_size / num_attention_heads"))
+                      _("the config's head_dim wins over hidden_size / num_attention_heads")))
     factor = spec.params.get("factor")
     if factor:
-        tries.append((expected * factor, "linear scaling divides every θ_i by the factor"))
-        tries.append((expected / factor, "linear scaling divides θ_i by the factor once"))
+        tries.append((expected * factor, _("linear scaling divides every θ_i by the factor")))
+        tries.append((expected / factor, _("linear scaling divides θ_i by the factor once")))
     for wrong, hint in tries:
         if matches(answer, wrong, _tolerance(wrong)):
             return hint
     return None
 
 
-@grader("10.1", "inv_freq from a config.json", forbidden=FORBIDDEN, preload=PRELOAD)
+@grader("10.1", N_("inv_freq from a config.json"), forbidden=FORBIDDEN, preload=PRELOAD)
 def check_config_inv_freq(function: Learner, generator: torch.Generator) -> None:
     """10.1: ``function(config)`` returns the ``(rotary_dim // 2,)`` θ_i of a config dict.
 
@@ -103,7 +107,7 @@ def check_config_inv_freq(function: Learner, generator: torch.Generator) -> None
              _config(64, 2, 10000.0, schema="old", factor=4.0, old_type_key=True),
              _config(64, 2, 1e6, schema="new", factor=8.0, explicit_head=True),
              _config(96, 2, 10000.0, schema="new", partial=0.5)]
-    for _ in range(2):
+    for _draw in range(2):
         head = 8 * randint(generator, 2, 16)
         partial = [None, 0.25, 0.5][randint(generator, 0, 2)]
         factor = [None, round(log_uniform(generator, 1.5, 16.0), 2)][randint(generator, 0, 1)]
@@ -116,11 +120,11 @@ def check_config_inv_freq(function: Learner, generator: torch.Generator) -> None
         function.random = number >= 6
         answer = function(copy.deepcopy(config))
         expected = _expected(config)
-        what = f"for config = {config}"
+        what = _("for config = {config}").format(config=config)
         failure = compare(answer, expected, atol=_tolerance(expected), what=what)
         if failure is not None:
             hint = _hint(answer, config, expected)
-            raise Wrong(f"{what}: {hint}" if hint else failure)
+            raise Wrong(context(what) + hint if hint else failure)
 
 
 def _longrope_config(head_dim, base, original, *, factors, top_level_original, schema,
@@ -153,7 +157,7 @@ def _factors(generator, pairs):
     return short, long
 
 
-@grader("10.2", "LongRoPE's switch", forbidden=FORBIDDEN + (
+@grader("10.2", N_("LongRoPE's switch"), forbidden=FORBIDDEN + (
     "rope_lab.scaling.longrope_inv_freq",), preload=PRELOAD)
 def check_longrope_inv_freq(function: Learner, generator: torch.Generator) -> None:
     """10.2: ``function(config, seq_len)`` returns LongRoPE's θ_i for a Phi-3 style config.
@@ -175,7 +179,7 @@ def check_longrope_inv_freq(function: Learner, generator: torch.Generator) -> No
                                   longest=longest)
         cases += [(config, original // 2), (config, original), (config, original + 1),
                   (config, 10 * original)]
-    for _ in range(2):
+    for _draw in range(2):
         head = 8 * randint(generator, 1, 8)
         original = randint(generator, 16, 4096)
         config = _longrope_config(head, round(log_uniform(generator, 100.0, 1e6), 1), original,
@@ -189,18 +193,21 @@ def check_longrope_inv_freq(function: Learner, generator: torch.Generator) -> No
         function.random = number >= 12
         spec = hf_config.rope_spec(config)
         original = spec.original_max_position_embeddings
-        what = (f"for seq_len = {seq_len} (original_max_position_embeddings = {original}, "
-                f"max_position_embeddings = {config['max_position_embeddings']}, "
-                f"hidden_size = {config['hidden_size']}, "
-                f"num_attention_heads = {config['num_attention_heads']})")
+        what = _("for seq_len = {seq_len} (original_max_position_embeddings = {original}, "
+                 "max_position_embeddings = {longest}, hidden_size = {hidden}, "
+                 "num_attention_heads = {heads})").format(
+                     seq_len=seq_len, original=original,
+                     longest=config["max_position_embeddings"], hidden=config["hidden_size"],
+                     heads=config["num_attention_heads"])
         try:
             answer = function(copy.deepcopy(config), seq_len)
         except Wrong as crash:
-            if not str(crash).startswith("your function raised"):
+            if not crash.crashed:
                 raise
-            raise Wrong(f"{crash}; {what}: the head dim is hidden_size // num_attention_heads "
-                        f"= {spec.head_dim}, so {spec.head_dim // 2} speeds, one per factor") \
-                from None
+            raise Wrong(_("{crash}; {what}: the head dim is hidden_size // num_attention_heads "
+                          "= {head_dim}, so {speeds} speeds, one per factor").format(
+                              crash=crash, what=what, head_dim=spec.head_dim,
+                              speeds=spec.head_dim // 2)) from None
         expected = _expected(config, seq_len)
         failure = compare(answer, expected, atol=_tolerance(expected), what=what)
         if failure is None:
@@ -213,14 +220,16 @@ def _longrope_hint(answer, config, seq_len, original, what) -> str | None:
     other = _expected(config, original + 1 if seq_len <= original else original)
     if matches(answer, other, _tolerance(other)):
         guessed = config["max_position_embeddings"] // 32
-        guess = (f"; max_position_embeddings // 32 would be {guessed}, which only some files "
-                 "match" if guessed != original else "")
-        return (f"{what}: the other factor list. Short factors while seq_len ≤ "
-                f"original_max_position_embeddings (= {original}, read from the config"
-                f"{guess}), long ones only once seq_len exceeds it")
+        guess = (_("; max_position_embeddings // 32 would be {guessed}, which only some files "
+                   "match").format(guessed=guessed) if guessed != original else "")
+        return _("{what}: the other factor list. Short factors while seq_len ≤ "
+                 "original_max_position_embeddings (= {original}, read from the config"
+                 "{guess}), long ones only once seq_len exceeds it").format(
+                     what=what, original=original, guess=guess)
     head_dim = hf_config.rope_spec(config).head_dim
     got = tuple(getattr(answer, "shape", ()))
     if got and got != (head_dim // 2,):
-        return (f"{what}: expected {head_dim // 2} speeds (the head dim is hidden_size // "
-                f"num_attention_heads = {head_dim}), got shape {got}")
+        return _("{what}: expected {speeds} speeds (the head dim is hidden_size // "
+                 "num_attention_heads = {head_dim}), got shape {got}").format(
+                     what=what, speeds=head_dim // 2, head_dim=head_dim, got=got)
     return None

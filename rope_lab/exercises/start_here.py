@@ -5,13 +5,14 @@ from __future__ import annotations
 import torch
 
 from rope_lab.exercises.grading import Learner, Wrong, compare, grader, matches, randint
+from rope_lab.i18n import N_, _
 
 
 def _scaled_dot_reference(q, k):
     return (q * k).sum(-1) / q.shape[-1] ** 0.5
 
 
-@grader("00.1", "the scaled dot product")
+@grader("00.1", N_("the scaled dot product"))
 def check_scaled_dot(scaled_dot: Learner, generator: torch.Generator) -> None:
     """00.1 — ``scaled_dot(q, k)``: the attention score q·k / √d over the last dimension.
 
@@ -25,11 +26,12 @@ def check_scaled_dot(scaled_dot: Learner, generator: torch.Generator) -> None:
         scaled_dot.random = number >= len(cases)
         answer = scaled_dot(q, k)
         expected = _scaled_dot_reference(q, k)
-        failure = compare(answer, expected, atol=1e-5, what=f"q, k of shape {tuple(q.shape)}")
+        failure = compare(answer, expected, atol=1e-5,
+                          what=_("q, k of shape {shape}").format(shape=tuple(q.shape)))
         if failure is not None:
             d = q.shape[-1]
             if matches(answer, expected * d**0.5, atol=1e-5):
-                failure += " — you did not divide by √d"
+                failure += _(" — you did not divide by √d")
             elif matches(answer, expected / d**0.5, atol=1e-5):
-                failure += " — you divided by d; divide by √d"
+                failure += _(" — you divided by d; divide by √d")
             raise Wrong(failure)

@@ -17,6 +17,7 @@ from rope_lab.exercises.grading import (
     matches,
     randint,
 )
+from rope_lab.i18n import N_, _
 from rope_lab.models import p_rope_inv_freq
 from rope_lab.rope import inv_freq
 
@@ -36,12 +37,12 @@ def _speeds(dim, base, kept) -> torch.Tensor:
     return theta
 
 
-@grader("12.1", "p-RoPE speeds", forbidden=("rope_lab.models.p_rope_inv_freq",))
+@grader("12.1", N_("p-RoPE speeds"), forbidden=("rope_lab.models.p_rope_inv_freq",))
 def check_p_rope_speeds(function: Learner, generator: torch.Generator) -> None:
     """12.1: ``function(dim, base, p)`` → ``(dim // 2,)`` speeds: θ_i = base^(−2i/d) for the
     first round(p·d/2) pairs (Python's round: halves to even), 0 for the others."""
     random = []
-    for _ in range(3):
+    for _draw in range(3):
         half = randint(generator, 1, 64)
         random.append((2 * half, round(log_uniform(generator, 10.0, 1e6), 1),
                        randint(generator, 1, 32) / 32))
@@ -51,8 +52,10 @@ def check_p_rope_speeds(function: Learner, generator: torch.Generator) -> None:
         expected = p_rope_inv_freq(dim, base, fraction).double()
         exact = fraction * dim / 2
         kept = round(exact)
-        what = (f"dim={dim}, base={base:g}, p={fraction:g} (p·d/2 = {exact:g}: keep "
-                f"round({exact:g}) = {kept} of {dim // 2} pairs)")
+        what = _("dim={dim}, base={base:g}, p={fraction:g} (p·d/2 = {exact:g}: keep "
+                 "round({exact:g}) = {kept} of {pairs} pairs)").format(
+                     dim=dim, base=base, fraction=fraction, exact=exact, kept=kept,
+                     pairs=dim // 2)
         # relative: the slow pairs' speeds are tiny, an absolute tolerance would hide them
         failure = compare(answer, expected, atol=1e-6 * expected + 1e-12, what=what)
         if failure is None:
@@ -61,15 +64,16 @@ def check_p_rope_speeds(function: Learner, generator: torch.Generator) -> None:
             wrong = _speeds(dim, base, other)
             if other != kept and matches(answer, wrong, atol=1e-6 * wrong + 1e-12):
                 if exact % 1 == 0.5:
-                    how = ("at a half, Python's round goes to the even neighbour "
-                           "(round(2.5) = 2, round(3.5) = 4)")
+                    how = _("at a half, Python's round goes to the even neighbour "
+                            "(round(2.5) = 2, round(3.5) = 4)")
                 elif other == math.floor(exact):
-                    how = "that drops the fraction (int() or floor); round to the nearest"
+                    how = _("that drops the fraction (int() or floor); round to the nearest")
                 elif other == math.ceil(exact):
-                    how = "that rounds up; round to the nearest"
+                    how = _("that rounds up; round to the nearest")
                 else:
-                    how = "count the pairs again"
-                failure = f"{what}: you kept {other} pairs; {how}"
+                    how = _("count the pairs again")
+                failure = _("{what}: you kept {other} pairs; {how}").format(what=what,
+                                                                           other=other, how=how)
                 break
         raise Wrong(failure)
 
@@ -114,7 +118,7 @@ def _random_seeds(generator):
     return a, b
 
 
-@grader("12.2", "a verdict from the seed spread")
+@grader("12.2", N_("a verdict from the seed spread"))
 def check_seed_verdict(function: Learner, generator: torch.Generator) -> None:
     """12.2: ``function(a, b)`` with one value per seed for each of two schemes → −1 if every
     seed of a lies below every seed of b, +1 if above, 0 if the ranges overlap or touch."""
@@ -129,14 +133,17 @@ def check_seed_verdict(function: Learner, generator: torch.Generator) -> None:
         expected = _verdict(a, b)  # after the answer: nothing to read from this frame before
         if answer == expected:
             continue
-        meaning = {-1: "a below b for every seed", 1: "a above b for every seed",
-                   0: "no difference within the seed spread"}
-        failure = f"{where}: expected {expected} ({meaning[expected]}), got {answer}"
+        meaning = {-1: _("a below b for every seed"), 1: _("a above b for every seed"),
+                   0: _("no difference within the seed spread")}
+        failure = _("{where}: expected {expected} ({meaning}), got {answer}").format(
+            where=where, expected=expected, meaning=meaning[expected], answer=answer)
         touching = (-1 if a.max() <= b.min() else 1 if a.min() >= b.max() else 0)
         if answer == _verdict(a[:3], b[:3]) and len(a) > 3:
-            failure += f"; you looked at the first 3 seeds only, there are {len(a)}"
+            failure += _("; you looked at the first 3 seeds only, there are {count}").format(
+                count=len(a))
         elif answer == touching:
-            failure += "; ranges that touch count as overlapping: compare with < and >"
+            failure += _("; ranges that touch count as overlapping: compare with < and >")
         elif answer == _verdict(a[:1], b[:1]):
-            failure += "; you compared the first seed only: every seed of a against every of b"
+            failure += _("; you compared the first seed only: every seed of a against every "
+                         "of b")
         raise Wrong(failure)

@@ -97,6 +97,12 @@ def decode_position_ids(past_length, new_tokens: int) -> torch.Tensor:
     if new_tokens < 0:
         raise ValueError(f"new_tokens must be ≥ 0, got {new_tokens}")
     past = _past_lengths(past_length)
+    if new_tokens and past.numel():
+        last = int(past.max()) + new_tokens - 1  # Python ints: no wrap-around here
+        if last > _INT64_MAX:
+            raise ValueError(f"past_length + new_tokens − 1 = {last} is past the largest int64 "
+                             f"position ({_INT64_MAX}); the positions would wrap to negative "
+                             f"numbers")
     return past[:, None] + torch.arange(new_tokens, device=past.device)
 
 
@@ -171,16 +177,25 @@ def _length_rows(lengths) -> list[list[int]]:
     return [_length_list(lengths, "lengths")]
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def _past_lengths(past_length) -> torch.Tensor:
     if isinstance(past_length, bool):
         raise TypeError(f"past_length must be an int or a (batch,) integer tensor, got "
                         f"{past_length!r}")
     if isinstance(past_length, int):
+        if not -_INT64_MAX - 1 <= past_length <= _INT64_MAX:
+            raise ValueError(f"past_length must fit an int64 position, got {past_length}")
         past = torch.tensor([past_length])
     elif isinstance(past_length, torch.Tensor) or (
             isinstance(past_length, Sequence) and not isinstance(past_length, (str, bytes))):
-        past = torch.as_tensor(past_length) if not isinstance(past_length, torch.Tensor) \
-            else past_length
+        try:
+            past = torch.as_tensor(past_length) if not isinstance(past_length, torch.Tensor) \
+                else past_length
+        except (RuntimeError, OverflowError, TypeError, ValueError) as error:
+            raise ValueError(f"past_length must be an int or a (batch,) integer tensor of "
+                             f"int64 counts, got {past_length!r}") from error
         if past.ndim == 0:
             past = past[None]
         if past.ndim != 1 or past.is_floating_point() or past.is_complex() \

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,6 +24,29 @@ ROPE_TOP_KEYS = ("rope_scaling", "rope_parameters", "rope_theta", "partial_rotar
                  "rope_local_base_freq", "no_rope_layers", "no_rope_layer_interval")
 # Model types whose default puts a NoPE layer every no_rope_layer_interval layers.
 NOPE_INTERVAL_MODELS = ("llama4", "llama4_text", "smollm3")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control or format character but the newline escaped (``\\x1b``,
+    ``\\u202e`` …): config strings reach a terminal, and a crafted one could otherwise clear
+    the screen, retitle the window or reorder what the reader sees."""
+    out = []
+    for char in text:
+        if char != "\n" and unicodedata.category(char)[0] == "C":
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else
+                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _name(value) -> str:
+    """A config-sourced name for the report: as is when it is a plain word, else its repr
+    (a newline in a layer type's name must not start a line of its own)."""
+    text = str(value)
+    return text if text.replace("_", "").replace("-", "").replace(".", "").isalnum() \
+        else repr(text)
 
 
 @dataclass(frozen=True)
@@ -104,15 +128,19 @@ def schema_warnings(config) -> list[str]:
             if close and close[0] not in key:  # v_head_dim is its own key, not a typo
                 notes.append(f"{prefix}{key!r} looks like a misspelling of {close[0]!r}: "
                              f"transformers ignores it")
-        if scope.get("rope_scaling") and scope.get("rope_parameters"):
-            notes.append(f"{prefix}rope_scaling and rope_parameters are both set: transformers 5 "
-                         f"uses rope_scaling and drops rope_parameters")
-        block = scope.get("rope_parameters") or scope.get("rope_scaling")
+        both = scope.get("rope_scaling") and scope.get("rope_parameters")
+        if both and scope["rope_scaling"] != scope["rope_parameters"]:
+            notes.append(f"{prefix}rope_scaling and rope_parameters are both set and differ: "
+                         f"transformers 5 reads rope_scaling and drops rope_parameters; so does "
+                         f"this report")
+        # the block transformers reads: rope_scaling when both are set
+        block = scope.get("rope_scaling") or scope.get("rope_parameters")
         top = scope.get("rope_theta")
         if isinstance(block, Mapping) and top is not None and "rope_theta" in block \
                 and block["rope_theta"] != top:
-            notes.append(f"{prefix}rope_theta={top} at the top level but {block['rope_theta']} "
-                         f"in the rope block: the block's value is used")
+            which = "rope_scaling" if scope.get("rope_scaling") else "rope_parameters"
+            notes.append(f"{prefix}rope_theta={top!r} at the top level but "
+                         f"{block['rope_theta']!r} in {which}: the block's value is used")
         scaling_block = scope.get("rope_scaling")
         if isinstance(scaling_block, Mapping) and "rope_type" not in scaling_block and \
                 "type" not in scaling_block:
@@ -166,19 +194,27 @@ def _format_params(params: dict) -> str:
     for key, value in params.items():
         if isinstance(value, (list, tuple)):
             parts.append(f"{key}=[{len(value)} values, {min(value):.3g}…{max(value):.3g}]")
+        elif isinstance(value, str):
+            parts.append(f"{key}={value!r}")
         else:
             parts.append(f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}")
     return ", ".join(parts)
 
 
 def format_report(config, name: str = "config") -> str:
-    """The CLI's text: one block per layer type, then NoPE layers and warnings."""
+    """The CLI's text: the warnings first (what transformers would ignore or guess, and the
+    rule used for a model type it does not know), then one block per layer type and the NoPE
+    layers. Config-sourced names are quoted when they are not plain words; pass the result
+    through :func:`printable` before it reaches a terminal."""
     reports = describe(config)
     fields = hf_config._text_fields(config)
-    lines = [f"{name}: model_type={fields.get('model_type')!r}, "
-             f"{hf_config.first(fields, hf_config._LAYERS) or '?'} layers"]
+    layers = hf_config.first(fields, hf_config._LAYERS)
+    lines = [f"{_name(name)}: model_type={fields.model_type!r}, "
+             f"{layers if isinstance(layers, int) else '?'} layers"]
+    for note in all_warnings(config):
+        lines.append(f"warning: {note}")
     for layer_type, report in reports.items():
-        title = layer_type or "all layers"
+        title = _name(layer_type) if layer_type is not None else "all layers"
         if report is None:
             lines.append(f"\n[{title}] no RoPE (null rope block): NoPE layers")
             continue
@@ -234,9 +270,6 @@ def format_report(config, name: str = "config") -> str:
     if nope:
         shown = ", ".join(map(str, nope[:12])) + (", …" if len(nope) > 12 else "")
         lines.append(f"\nNoPE layers ({len(nope)}): {shown}")
-    notes = all_warnings(config)
-    for note in notes:
-        lines.append(f"warning: {note}")
     return "\n".join(lines)
 
 

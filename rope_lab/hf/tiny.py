@@ -19,6 +19,7 @@ transformers is imported inside the functions, so ``import rope_lab.hf`` stays c
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 import torch
 
@@ -117,6 +118,13 @@ def logits(model, input_ids, **kwargs) -> torch.Tensor:
     return model(input_ids, **kwargs).logits.float()
 
 
+def cache_argument(model) -> str:
+    """The name the model's forward takes its KV cache under: ``cache`` from transformers
+    5.24 (``past_key_values`` is deprecated there and warns), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters \
+        else "past_key_values"
+
+
 @torch.no_grad()
 def decode_logits(model, input_ids, prefix: int, step_positions=None) -> torch.Tensor:
     """Logits as generation computes them: the first ``prefix`` tokens in one forward pass,
@@ -131,10 +139,11 @@ def decode_logits(model, input_ids, prefix: int, step_positions=None) -> torch.T
 
     cache = DynamicCache()
     seq = input_ids.shape[1]
-    out = [model(input_ids[:, :prefix], past_key_values=cache, use_cache=True,
+    feed = {cache_argument(model): cache, "use_cache": True}
+    out = [model(input_ids[:, :prefix], **feed,
                  position_ids=torch.arange(prefix)[None]).logits[:, -1:]]
     for past in range(prefix, seq):
-        kwargs = dict(past_key_values=cache, use_cache=True)
+        kwargs = dict(feed)
         if step_positions is not None:
             kwargs["position_ids"] = step_positions(past, 1)
         out.append(model(input_ids[:, past:past + 1], **kwargs).logits[:, -1:])

@@ -14,7 +14,22 @@ involved, and it needs nothing but the standard library's :mod:`gettext`:
       from rope_lab.i18n import _
       print(_("{claim} — max |difference| = {gap}").format(claim=claim, gap=gap))
 
-  English (or a message without a translation) comes back unchanged.
+  English (or a message without a translation) comes back unchanged. The lookup happens
+  where the text is shown (the language is chosen after ``import rope_lab``), so a module
+  constant is marked with :func:`N_` and looked up with :func:`_` where it is displayed,
+  or, when a notebook prints it itself, made a :class:`LazyText` with :func:`lazy_gettext`
+  (it prints in the chosen language and is English to the code);
+
+* text drawn inside a matplotlib figure (titles, axis labels, legends, annotations) goes
+  through :func:`figure_text` instead, which translates only while
+  :data:`TRANSLATE_FIGURE_TEXT` is on: without a CJK font matplotlib draws Chinese as empty
+  boxes and warns "Glyph … missing" on stderr. The same switch decides whether the notebook
+  catalogs carry the figure text that notebooks pass (:mod:`rope_lab.i18n.notebooks`).
+
+Which messages are translated: everything a learner reads (verdicts, grader feedback,
+widget labels, figure text, tables, the glossary). Error messages that refuse bad input
+(``ValueError``, ``TypeError``) stay English: they are for practitioners, tests and
+notebooks match them, and they name code (parameters, values) more than words.
 
 The package's catalog is ``rope_lab/locale/zh_CN/LC_MESSAGES/rope_lab.po``, compiled to the
 ``.mo`` next to it that :mod:`gettext` reads (both committed; a test keeps them in step).
@@ -79,9 +94,72 @@ def _translations(locale: str) -> _gettext.NullTranslations:
 
 
 def gettext(message: str) -> str:
-    """``message`` in the current language (unchanged in English or without a translation)."""
+    """``message`` in the current language (unchanged in English or without a translation;
+    anything but text, a title of None say, comes back as it is)."""
+    if not isinstance(message, str):
+        return message
+    message = str.__str__(message)  # a LazyText's English, as a plain str
     locale = LANGUAGES[get_language()]
-    return message if locale is None else _translations(locale).gettext(message)
+    if locale is None or not message:  # gettext("") is the catalog's header
+        return message
+    return _translations(locale).gettext(message)
 
 
 _ = gettext
+
+
+def N_(message: str) -> str:
+    """Mark ``message`` for the catalog without translating it (gettext's ``N_``): for module
+    constants, which :func:`_` translates later, where they are shown."""
+    return message
+
+
+class LazyText(str):
+    """An English text that shows itself in the course's language when it is printed or
+    formatted (``print(label)``, ``f"{label:24s}"``): a module constant a notebook prints
+    (``plots.EXPERIMENT_STYLE``'s labels) speaks Chinese in the Chinese edition, with no
+    change to the notebook's code. It compares, hashes and concatenates as its English
+    (code reads it), and :func:`gettext` looks it up by that English (Django's and Babel's
+    ``lazy_gettext``)."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return gettext(self)
+
+    def __format__(self, spec: str) -> str:
+        return _format_columns(gettext(self), spec)
+
+
+def _format_columns(text: str, spec: str) -> str:
+    """``format(text, spec)`` with the width counted in monospace columns, as a table of
+    printed rows needs: a CJK character takes two (``f"{label:24s}"`` lines up)."""
+    import re
+    import unicodedata
+
+    extra = sum(unicodedata.east_asian_width(c) in "WF" for c in text)
+    match = re.fullmatch(r"((?:.?[<>^])?)(\d+)(.*)", spec, re.S)
+    if not extra or match is None:
+        return format(text, spec)
+    align, width, rest = match.groups()
+    return format(text, f"{align}{max(int(width) - extra, 0)}{rest}")
+
+
+def lazy_gettext(message: str) -> LazyText:
+    """``message`` as a :class:`LazyText` (marked for the catalog, like :func:`N_`)."""
+    return LazyText(message)
+
+
+# Off until matplotlib has a CJK font (issue 31, phase 2: the font the course ships,
+# registered in rope_lab/plots/style.py). Flipping it on translates the package's figure
+# text and makes the notebook catalogs carry the figure text notebooks pass (titles,
+# labels): run `python -m rope_lab.i18n update`, translate the new entries, then build.
+TRANSLATE_FIGURE_TEXT = False
+
+
+def figure_text(message: str) -> str:
+    """:func:`gettext` for text drawn in a figure: translated only while
+    :data:`TRANSLATE_FIGURE_TEXT` is on (the figure modules import it as ``_``)."""
+    if TRANSLATE_FIGURE_TEXT or not isinstance(message, str):
+        return gettext(message)
+    return str.__str__(message)

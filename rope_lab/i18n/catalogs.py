@@ -107,17 +107,49 @@ def notebook_template(english: Path) -> Catalog:
 
 
 def package_template(package: Path = PACKAGE_DIR) -> Catalog:
-    """The catalog of the package's messages: every ``_("...")`` in rope_lab/*.py."""
+    """The catalog of the package's messages: every ``_("...")``, ``N_("...")`` and
+    ``lazy_gettext("...")`` in rope_lab/*.py, and the texts of :func:`data_messages`."""
     template = Catalog(locale=None, domain=DOMAIN, project="rope_lab", fuzzy=False)
     for filename, _lineno, message, comments, _context in extract_from_dir(
-            package, method_map=[("**.py", "python")], keywords={"_": None, "N_": None},
+            package, method_map=[("**.py", "python")],
+            keywords={"_": None, "N_": None, "lazy_gettext": None},
             comment_tags=("Translators:",)):
         location = (f"rope_lab/{filename}", None)
         if message in template:
             template[message].locations.append(location)
         else:
             template.add(message, locations=[location], auto_comments=list(comments))
+    for message, filename, comment in data_messages():
+        location = (filename, None)
+        if message in template:
+            if location not in template[message].locations:
+                template[message].locations.append(location)
+        else:
+            template.add(message, locations=[location], auto_comments=[comment])
     return template
+
+
+def data_messages() -> list[tuple[str, str, str]]:
+    """(message, file, note) for texts the package shows that its modules keep as data
+    without a marker, because code also uses them as keys or names: the course's notebook
+    titles and summaries (``course.NOTEBOOKS``: the course map, the graders' summary), the
+    encodings and properties of notebook 02's table (``absolute.ENCODINGS``,
+    ``absolute.PROPERTIES``) and the parts of a layer (``cost.layer_flops``). The modules
+    that show them look them up with ``_()``; a test keeps this list complete."""
+    from rope_lab import absolute, cost, course
+
+    found = []
+    for notebook in course.NOTEBOOKS:
+        found += [(notebook.title, "rope_lab/course.py", "notebook title (course.NOTEBOOKS)"),
+                  (notebook.summary, "rope_lab/course.py",
+                   "notebook summary in the course map (course.NOTEBOOKS)")]
+    found += [(name, "rope_lab/absolute.py", "an encoding, a row of notebook 02's table")
+              for name in absolute.ENCODINGS]
+    found += [(name, "rope_lab/absolute.py", "a property, a column of notebook 02's table")
+              for name in absolute.PROPERTIES]
+    found += [(part, "rope_lab/cost.py", "a part of a transformer layer (cost.layer_flops)")
+              for part in cost.layer_flops(1, 64)]
+    return found
 
 
 def read_catalog(path: Path) -> Catalog:
@@ -143,6 +175,11 @@ def po_bytes(catalog: Catalog, *, include_lineno: bool = False) -> bytes:
     Babel's own ``include_previous`` re-wraps a long previous msgid as comment text, which
     breaks its quoting; the previous msgid is written here the way msgmerge writes it.
     """
+    # Nothing here is %-formatted, but Babel flags any text where "40% of" or "25 % rotary"
+    # looks like a %-directive as python-format, and msgfmt --check then refuses every
+    # translation that does not repeat the directive ("40%的头" is no "% o").
+    for message in catalog:
+        message.flags.discard("python-format")
     buffer = io.BytesIO()
     write_po(buffer, catalog, width=WIDTH, ignore_obsolete=True, include_previous=False,
              include_lineno=include_lineno)

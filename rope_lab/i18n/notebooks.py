@@ -26,15 +26,19 @@ words outside maths and code.
     ``rl.check`` / ``rl.check_close``), whether passed by keyword or by position: positional
     arguments are matched to parameter names through the signature of the rope_lab function
     or the notebook's own function that is called;
-  - with :data:`TRANSLATE_FIGURE_TEXT` on (phase 2 of issue 31: once matplotlib has a CJK
-    font), also ``title``, ``titles``, ``suptitle``, ``xlabel``, ``ylabel``, ``label``,
-    ``description`` parameters and variables of those names.
+  - an argument bound to a parameter named ``description`` (a widget's label);
+  - with ``rope_lab.i18n.TRANSLATE_FIGURE_TEXT`` on (phase 2 of issue 31: once matplotlib
+    has a CJK font), also ``title``, ``titles``, ``suptitle``, ``xlabel``, ``ylabel``,
+    ``label`` parameters and variables of those names, and the string keys of a dict
+    literal passed to a ``rope_lab.plots`` function (its legend labels).
 
   Inside such a place a literal may sit in a list or tuple, either branch of ``a if c else
   b``, or a ``+`` concatenation. Everything else (dict keys, layout names, arguments such
   as ``"causal"``, strings compared with ``==``) is code and is never touched. An f-string
   is one message whose replacement fields (``{worst:.1e}``) the translation must keep, in
-  any order.
+  any order; the words a field prints are messages of their own (:func:`_field_words`:
+  ``{'passes' if ok else 'fails'}``, and ``{mode}`` in a loop over ``("random",
+  "correlated")``), written into the field by the build.
 
 Putting a translation back keeps the code valid and within the line length: a literal is
 re-wrapped into implicitly concatenated pieces aligned under its first piece, comments are
@@ -64,10 +68,12 @@ LINE_LENGTH = 100  # ruff's line-length for the repository, notebooks included
 LITERAL_SLOTS = {"claim": "verdict line of a check (claim)",
                  "detail": "verdict line of a check (detail)"}
 FIGURE_SLOTS = {name: "figure text" for name in
-                ("title", "titles", "suptitle", "xlabel", "ylabel", "label", "description")}
-# Off until the plots carry a CJK font (issue 31, phase 2): a Chinese title would make
-# matplotlib warn about missing glyphs, and a warning on stderr fails the notebook under nbval.
-TRANSLATE_FIGURE_TEXT = False
+                ("title", "titles", "suptitle", "xlabel", "ylabel", "label")}
+# Widget labels are HTML, drawn by the browser's fonts: always translated.
+WIDGET_SLOTS = {"description": "widget label"}
+# FIGURE_SLOTS count only while rope_lab.i18n.TRANSLATE_FIGURE_TEXT is on (issue 31, phase 2:
+# once the plots carry a CJK font): a Chinese title would make matplotlib warn about missing
+# glyphs, and a warning on stderr fails the notebook under nbval.
 
 _CJK = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uff00-\uffef\uac00-\ud7af]")
 _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+?\$", re.S)
@@ -98,6 +104,11 @@ class _Slot:
     # (translation, the line's text before the slot as built so far) → new source
     render: Callable[[str, str], str] = field(repr=False)
     trailing_comment: bool = False  # may move above its line when the line gets too long
+    # words printed by the replacement fields of an f-string (see _field_words), and how to
+    # put their translations into the fields: (text, {msgid: translation}) → text
+    field_messages: tuple[Message, ...] = ()
+    rewrite_fields: Callable[[str, dict[str, str]], str] | None = field(default=None,
+                                                                       repr=False)
 
 
 def has_words(text: str) -> bool:
@@ -113,14 +124,27 @@ def display_width(text: str) -> int:
 
 # --- markdown ---------------------------------------------------------------------------------
 
-_ITEM = re.compile(r"^(\s*(?:[-*+]|\d+[.)])\s+)(.*)$")
+_ITEM = re.compile(r"^(\s*(?:[-*+]|(\d+)[.)])\s+)(.*)$")
 _HEADING = re.compile(r"^(#{1,6}\s+)(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
-def _block_start(line: str) -> bool:
+def _block_start(line: str, item_column: int | None) -> bool:
+    """Whether ``line`` ends the paragraph or list item being read and starts a block.
+
+    ``item_column``: the column where the current list item's text starts (None: a plain
+    paragraph). A list marker follows CommonMark: left of that column it closes the item
+    and starts the next one (any number: ``2.`` after ``1.``); where it would interrupt a
+    paragraph (a plain one, or the text of an item) only a non-empty item that is a bullet
+    or numbered 1 may start, so "slope 1 and⏎2. The times" is one paragraph.
+    """
     stripped = line.strip()
-    return (not stripped or bool(_ITEM.match(line)) or bool(_HEADING.match(line))
+    if item := _ITEM.match(line):
+        indent = len(line) - len(line.lstrip())
+        if item_column is not None and indent < item_column:
+            return True
+        return bool(item[3].strip()) and (item[2] is None or int(item[2]) == 1)
+    return (not stripped or bool(_HEADING.match(line))
             or stripped.startswith(("|", "$$", "<")) or bool(_FENCE.match(line)))
 
 
@@ -172,7 +196,7 @@ def _markdown_slots(source: str, cell_id: str) -> list[_Slot]:
             prefix = item[1] if item else line[:len(line) - len(line.lstrip())]
             first, words = i, [line[len(prefix):].strip()]
             i += 1
-            while i < len(lines) and not _block_start(lines[i]):
+            while i < len(lines) and not _block_start(lines[i], len(prefix) if item else None):
                 words.append(lines[i].strip())
                 i += 1
             add(first, i - 1, " ".join(words), prefix,
@@ -253,8 +277,14 @@ def _rope_lab_parameters(path: str, attributes: tuple[str, ...]) -> list[str] | 
     return _SIGNATURES[key]
 
 
+def _figure_text_on() -> bool:
+    from rope_lab import i18n
+
+    return i18n.TRANSLATE_FIGURE_TEXT
+
+
 def _slot_names() -> dict[str, str]:
-    return {**LITERAL_SLOTS, **(FIGURE_SLOTS if TRANSLATE_FIGURE_TEXT else {})}
+    return {**LITERAL_SLOTS, **WIDGET_SLOTS, **(FIGURE_SLOTS if _figure_text_on() else {})}
 
 
 def _string_nodes(node: ast.expr) -> list[ast.expr]:
@@ -289,14 +319,31 @@ def translated_literals(tree: ast.Module, resolver: SignatureResolver) -> list[
             for name, argument in zip(names or (), node.args, strict=False):
                 if name in slots:
                     found += [(s, slots[name]) for s in _string_nodes(argument)]
+            if _figure_text_on():
+                found += _plot_labels(node, resolver)
         elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
             found += [(s, "error message") for s in _string_nodes(node.exc.args[0])]
-        elif isinstance(node, ast.Assign) and TRANSLATE_FIGURE_TEXT:
+        elif isinstance(node, ast.Assign) and _figure_text_on():
             for target in node.targets:
                 if isinstance(target, ast.Name) and target.id in slots:
                     found += [(s, slots[target.id]) for s in _string_nodes(node.value)]
     unique = {id(node): (node, note) for node, note in found}
     return sorted(unique.values(), key=lambda pair: (pair[0].lineno, pair[0].col_offset))
+
+
+def _plot_labels(call: ast.Call, resolver: SignatureResolver) -> list[tuple[ast.expr, str]]:
+    """The string keys of a dict literal passed to a ``rope_lab.plots`` function: the
+    figure's labels (``plots.singular_values({"fixed: …": m})``). Written in the call, they
+    name nothing else in the code, so they are text, not keys."""
+    dotted = _dotted(call.func)
+    if not dotted or dotted[0] not in resolver.aliases:
+        return []
+    if not ".".join([resolver.aliases[dotted[0]], *dotted[1:]]).startswith("rope_lab.plots."):
+        return []
+    return [(key, "figure text (a label)") for argument in [*call.args,
+                                                            *(k.value for k in call.keywords)]
+            if isinstance(argument, ast.Dict) for key in argument.keys
+            if isinstance(key, ast.Constant) and isinstance(key.value, str)]
 
 
 def _docstring_nodes(tree: ast.Module) -> list[ast.Constant]:
@@ -484,6 +531,18 @@ def _chunks(atoms, widths, first_budget: int, budget: int) -> list[list]:
     return [[atom for _, atom in chunk] for chunk in chunks if chunk]
 
 
+def _fit_last(chunk: list, quote: str, formatted: bool, room: int) -> list[list]:
+    """``chunk`` split where a line may break so that its end fits in ``room`` columns (the
+    code after the literal leaves no more), or ``[chunk]`` when no break allows it."""
+    widths = [display_width(_encode(a, quote, formatted)) for a in chunk]
+    if sum(widths) <= room:
+        return [chunk]
+    for j in range(1, len(chunk)):
+        if _break_after(chunk, j - 1) and sum(widths[j:]) <= room:
+            return [chunk[:j], chunk[j:]]
+    return [chunk]
+
+
 def _render_literal(template: str, formatted: bool, quote: str, lead: str, tail: str,
                     bracketed: bool) -> str:
     """Source for a literal with text ``template`` that follows ``lead`` on its line and is
@@ -502,6 +561,8 @@ def _render_literal(template: str, formatted: bool, quote: str, lead: str, tail:
     else:
         chunks = _chunks(atoms, widths, first_budget - (0 if bracketed else 1),
                          max(budget, 20))
+        if budget < 20:  # the last piece shares its line with the code after the literal
+            chunks[-1:] = _fit_last(chunks[-1], quote, formatted, budget)
 
     def piece(chunk) -> str:
         is_f = formatted and any(kind == "field" for kind, _ in chunk)
@@ -659,8 +720,10 @@ def _code_slots(source: str, cell_id: str, resolver: SignatureResolver) -> list[
                    tail=source[end:last_line_end], bracketed=bracketed):
             return _render_literal(text, formatted, quote, lead, tail, bracketed)
 
+        words, rewrite = (_field_words(template, node, tree, cell_id, pieces[0].quote[0])
+                          if formatted else ((), None))
         slots.append(_Slot(Message(template, cell_id, "literal", note, formatted),
-                           start, end, render))
+                           start, end, render, field_messages=words, rewrite_fields=rewrite))
     return slots
 
 
@@ -668,6 +731,158 @@ def _strip_fields(template: str) -> str:
     for found in replacement_fields(template):
         template = template.replace(found, " ")
     return template
+
+
+# --- code: words inside the replacement fields of an f-string -----------------------------------
+#
+# An f-string message keeps its fields as written (``{'passes' if ok else 'fails'}``), so the
+# words a field prints are not part of its text. Two kinds are messages of their own, and the
+# build writes their translations into the field:
+#
+# * a string literal the field evaluates to: either branch of ``a if c else b`` and an
+#   operand of ``x or "fallback"`` (nested too): ``{'passes' if ok else 'fails'}``;
+# * a loop variable over string literals (``for mode in ("random", "correlated"):`` with
+#   ``{mode}`` in the loop): the values drive the code and stay English; in the translated
+#   edition the field looks up the printed word, ``{ {'random': '随机', …}[mode]}``.
+#
+# A literal anywhere else in a field (``loss['rope']``, ``key.removesuffix('_ms')``) is code.
+
+def _split_field(field_text: str) -> tuple[str, str] | None:
+    """``{expression!r:spec}`` → ``("expression", "!r:spec")``; None when it does not parse."""
+    inner = field_text[1:-1]
+    _, offsets = _char_offsets(inner)
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(inner).readline):
+            if token.type == tokenize.OP and token.string in ("(", "[", "{"):
+                depth += 1
+            elif token.type == tokenize.OP and token.string in (")", "]", "}"):
+                depth -= 1
+            elif depth == 0 and token.string in ("!", ":"):
+                at = offsets[token.start[0] - 1] + token.start[1]
+                return inner[:at], inner[at:]
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return None
+    return inner, ""
+
+
+def _printed_literals(expression: ast.expr) -> list[ast.Constant]:
+    """The string literals (with words) a field's expression evaluates to."""
+    if isinstance(expression, ast.Constant) and isinstance(expression.value, str):
+        return [expression] if has_words(expression.value) else []
+    if isinstance(expression, ast.IfExp):
+        return _printed_literals(expression.body) + _printed_literals(expression.orelse)
+    if isinstance(expression, ast.BoolOp):
+        return [found for value in expression.values for found in _printed_literals(value)]
+    return []
+
+
+def _loop_words(node: ast.expr, tree: ast.Module) -> dict[str, tuple[str, ...]]:
+    """Loop variables over string literals whose loop body holds ``node``: name → values."""
+    found = {}
+    for loop in ast.walk(tree):
+        if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)
+                and isinstance(loop.iter, ast.Tuple | ast.List) and loop.iter.elts
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                        for e in loop.iter.elts)):
+            continue
+        body = [inner for statement in loop.body for inner in ast.walk(statement)]
+        name = loop.target.id
+        rebound = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                      for n in body)
+        values = tuple(e.value for e in loop.iter.elts)
+        if any(n is node for n in body) and not rebound and any(map(has_words, values)):
+            found[name] = values
+    return found
+
+
+def _field_literal(value: str, quote: str) -> str:
+    """``value`` as a literal inside an f-string field (Python 3.11: no backslash there, and
+    not the f-string's own quote)."""
+    if any(c in value for c in (quote, "\\", "\n", "{", "}")):
+        raise ValueError(f"{value!r} cannot go into an f-string field: a translation of a word "
+                         f"printed by a field must not hold {quote}, a backslash, a line break "
+                         "or a brace")
+    return f"{quote}{value}{quote}"
+
+
+def _field_words(template: str, node: ast.expr, tree: ast.Module, cell_id: str,
+                 quote: str) -> tuple[tuple[Message, ...], Callable[[str, dict], str] | None]:
+    """The words printed by the fields of the f-string message ``template`` (see above), and
+    the function that writes their translations into the fields of a text."""
+    loops = _loop_words(node, tree)
+    inner_quote = "'" if quote == '"' else '"'
+    messages: dict[str, Message] = {}
+    plans: dict[str, tuple] = {}
+    for field_text in dict.fromkeys(replacement_fields(template)):
+        split = _split_field(field_text)
+        if split is None:
+            continue
+        expression, rest = split
+        if rest.startswith(("!r", "!a")):  # the value's repr: shown as code, not as a word
+            continue
+        lead = len(expression) - len(expression.lstrip())
+        try:
+            parsed = ast.parse(expression.strip(), mode="eval").body
+        except SyntaxError:
+            continue
+        if isinstance(parsed, ast.Name) and parsed.id in loops:
+            values = loops[parsed.id]
+            for value in filter(has_words, values):
+                messages.setdefault(value, Message(
+                    value, cell_id, "literal", f"a value of `{parsed.id}` that an f-string field "
+                    "prints (the code keeps the English value)"))
+            plans[field_text] = ("loop", parsed.id, values, rest)
+            continue
+        lines, offsets = _char_offsets(expression.strip())
+        spans = []
+        for literal in _printed_literals(parsed):
+            start = lead + _position(lines, offsets, literal.lineno, literal.col_offset)
+            end = lead + _position(lines, offsets, literal.end_lineno, literal.end_col_offset)
+            spans.append((start, end, literal.value))
+            messages.setdefault(literal.value, Message(
+                literal.value, cell_id, "literal", "a word that an f-string field prints"))
+        if spans:
+            plans[field_text] = ("literals", expression, sorted(spans), rest)
+    if not plans:
+        return (), None
+
+    def field_with(field_text: str, translations: dict[str, str]) -> str:
+        plan = plans.get(field_text)
+        if plan is None:
+            return field_text
+        if plan[0] == "loop":
+            _, name, values, rest = plan
+            if not any(value in translations for value in values):
+                return field_text
+            pairs = ", ".join(f"{_field_literal(v, inner_quote)}: "
+                              f"{_field_literal(translations.get(v, v), inner_quote)}"
+                              for v in values)
+            return f"{{ {{{pairs}}}[{name}]{rest}}}"
+        _, expression, spans, rest = plan
+        out, at = "", 0
+        for start, end, value in spans:
+            out += expression[at:start] + (_field_literal(translations[value], inner_quote)
+                                           if value in translations else expression[start:end])
+            at = end
+        return f"{{{out}{expression[at:]}{rest}}}"
+
+    def rewrite(text: str, translations: dict[str, str]) -> str:
+        return "".join(field_with(part, translations) if kind == "field"
+                       else part * 2 if part in "{}" else part
+                       for kind, part in _atoms(text, True))
+
+    return tuple(messages.values()), rewrite
+
+
+def _translate_field_words(slot: _Slot, translation: str | None,
+                           translate: Callable[[Message], str | None]) -> str | None:
+    """``translation`` (or the English, if None) with the slot's field words translated."""
+    found = {m.msgid: t for m in slot.field_messages
+             if (t := translate(m)) is not None and t != m.msgid}
+    if not found:
+        return translation
+    return slot.rewrite_fields(slot.message.msgid if translation is None else translation, found)
 
 
 # --- whole notebooks ---------------------------------------------------------------------------
@@ -709,7 +924,8 @@ def notebook_messages(notebook: dict) -> list[Message]:
     """Every translatable text of ``notebook`` (an nbformat dict), in reading order."""
     messages = []
     for _, slots in _cell_slots(notebook):
-        messages += [slot.message for slot in sorted(slots, key=lambda s: s.start)]
+        messages += [message for slot in sorted(slots, key=lambda s: s.start)
+                     for message in (slot.message, *slot.field_messages)]
     return messages
 
 
@@ -721,6 +937,8 @@ def _apply(source: str, slots: list[_Slot], translate: Callable[[Message], str |
         out += source[position:slot.start]
         position = slot.start
         translation = translate(slot.message)
+        if slot.rewrite_fields is not None:
+            translation = _translate_field_words(slot, translation, translate)
         if translation is None or translation == slot.message.msgid:
             continue
         line_start = out.rfind("\n") + 1

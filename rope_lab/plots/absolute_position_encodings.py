@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rope_lab.i18n import N_
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     DIVERGING_CMAP,
     course_style,
@@ -33,10 +35,11 @@ def encoding_sizes(length: int = 64, dim: int = 16, *, embedding_rms: float = 1.
     # From p = 1: three of the codes are the zero vector at p = 0, which a log axis cannot show.
     positions = range(1, length)
     tables = {
-        "integer": absolute.integer_pe(length, dim),
-        f"normalized integer (L = {length})": absolute.normalized_integer_pe(length, dim),
-        "binary": absolute.binary_pe(length, dim),
-        "sinusoidal": absolute.sinusoidal_pe(length, dim),
+        _("integer"): absolute.integer_pe(length, dim),
+        _("normalized integer (L = {length})").format(length=length):
+            absolute.normalized_integer_pe(length, dim),
+        _("binary"): absolute.binary_pe(length, dim),
+        _("sinusoidal"): absolute.sinusoidal_pe(length, dim),
     }
     # all four are added position vectors: one colour family, told apart by shade and style
     for (name, table), colour, style in zip(tables.items(), shades("absolute", 4),
@@ -44,10 +47,10 @@ def encoding_sizes(length: int = 64, dim: int = 16, *, embedding_rms: float = 1.
         ax.plot(positions, _rms(table[1:]).numpy(), label=name, linewidth=2.4, color=colour,
                 linestyle=style)
     ax.axhline(embedding_rms, color=role("reference"), linestyle="--", linewidth=1.5,
-               label="token embedding (LayerNorm output)")
+               label=_("token embedding (LayerNorm output)"))
     ax.set_yscale("log")
-    ax.set(title=f"How big is PE(p) next to the token? (dim = {dim})", xlabel="position p",
-           ylabel="RMS of the vector")
+    ax.set(title=_("How big is PE(p) next to the token? (dim = {dim})").format(dim=dim),
+           xlabel=_("position p"), ylabel=_("RMS of the vector"))
     # Under the axes: the five lines leave no corner free (the binary code's steps ran
     # under a legend at the lower right).
     figure.legend(loc="outside lower center", ncols=3)
@@ -78,17 +81,18 @@ def binary_pe_figure(dim: int = 5):
                        interpolation="nearest", extent=(0, 1, 1, 0))
     top.grid(False)
     spans = ["0", "$2^d/4$", "$2^d/2$", "$3 \\cdot 2^d/4$", "$2^d$"]
-    top.set(xlabel="position p", ylabel="feature", xlim=(0, 1), ylim=(1, 0))
+    top.set(xlabel=_("position p"), ylabel=_("feature"), xlim=(0, 1), ylim=(1, 0))
     top.set_xticks([0, 0.25, 0.5, 0.75, 1], spans)
     top.set_yticks([])
     top.yaxis.set_label_coords(-0.11, 0.5)  # left of the row labels
     # One label per bit row (at most 8), moved with the rows: animated, like the bits.
-    row_labels = [top.text(-0.01, 0, f"bit {j}", transform=top.get_yaxis_transform(),
-                           ha="right", va="center") for j in range(8)]
+    row_labels = [top.text(-0.01, 0, _("bit {j}").format(j=j),
+                           transform=top.get_yaxis_transform(), ha="right", va="center")
+                  for j in range(8)]
     jumps_line, = bottom.plot([], [], marker="o", markersize=4, color=role("absolute"),
-                              label="binary")
-    bottom.set(title="Distance between neighbours ‖PE(p+1) − PE(p)‖", xlabel="position p",
-               ylabel="distance", xlim=(0, 1), ylim=(0, 3))
+                              label=_("binary"))
+    bottom.set(title=_("Distance between neighbours ‖PE(p+1) − PE(p)‖"),
+               xlabel=_("position p"), ylabel=_("distance"), xlim=(0, 1), ylim=(0, 3))
     bottom.set_xticks([0, 0.25, 0.5, 0.75, 1], spans)
     # Below y = 1: neighbours differ in at least one bit, so no jump reaches there.
     bottom.legend(loc="lower right")
@@ -102,8 +106,8 @@ def binary_pe_figure(dim: int = 5):
         for j, label in enumerate(row_labels):
             label.set_visible(j < dim)
             label.set_y((j + 0.5) / dim)
-        top.set_title(f"Binary position encoding, d = {number(dim)} bits: "
-                      f"positions 0 … {number(length - 1)}")
+        top.set_title(_("Binary position encoding, d = {dim} bits: positions 0 … {last}")
+                      .format(dim=number(dim), last=number(length - 1)))
         jumps = (bits[1:] - bits[:-1]).norm(dim=-1)
         jumps_line.set_data(range(length - 1), jumps.numpy())
         # position p → (p + 1) / 2^d: the jump sits on the boundary between p and p + 1
@@ -138,16 +142,16 @@ def sinusoidal_pe_figure(length: int = 128, dim: int = 64, base: float = 10000.0
     image = left.imshow([[0.0]], aspect="auto", cmap=DIVERGING_CMAP, vmin=-1, vmax=1,
                         interpolation="nearest")
     left.grid(False)
-    left.set(title="PE(p)", xlabel="feature (even: sin, odd: cos)", ylabel="position p",
-             xlim=(0, 1))
+    left.set(title="PE(p)", xlabel=_("feature (even: sin, odd: cos)"),
+             ylabel=_("position p"), xlim=(0, 1))
     fractions = ["0", "d/4", "d/2", "3d/4", "d"]
     left.set_xticks([0, 0.25, 0.5, 0.75, 1], fractions)
     figure.colorbar(image, ax=left, shrink=0.85, ticks=[-1, 0, 1])
-    from_zero, = right.plot([], [], linewidth=2, label="from p = 0")
-    from_later, = right.plot([], [], linewidth=2, linestyle="--", label="from p = L/4")
+    from_zero, = right.plot([], [], linewidth=2, label=_("from p = 0"))
+    from_later, = right.plot([], [], linewidth=2, linestyle="--", label=_("from p = L/4"))
     right.axhline(0, color=role("context"), linewidth=0.8)
-    right.set(title="PE(p) · PE(p + k) depends on k only", xlabel="offset k",
-              ylabel="dot product", ylim=(-1.1, 1.1))
+    right.set(title=_("PE(p) · PE(p + k) depends on k only"), xlabel=_("offset k"),
+              ylabel=_("dot product"), ylim=(-1.1, 1.1))
     right.set_yticks([-1, -0.5, 0, 0.5, 1], ["−d/2", "−d/4", "0", "d/4", "d/2"])
     # Under the axes: the dot product fills the panel for a small base (base 1: cos k).
     right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, handlelength=1.5,
@@ -169,16 +173,17 @@ def sinusoidal_pe_figure(length: int = 128, dim: int = 64, base: float = 10000.0
         from_zero.set_transform(in_units)
         from_later.set_transform(in_units)
         right.set_xlim(0, length - 1)
-        suptitle.set_text(f"Sinusoidal encoding: dim = {number(dim)}, base = {number(base)}, "
-                          f"length L = {number(length)}")
+        suptitle.set_text(_("Sinusoidal encoding: dim = {dim}, base = {base}, length L = "
+                            "{length}").format(dim=number(dim), base=number(base),
+                                               length=number(length)))
         return None
 
     return live(figure, update, animated=[image, from_zero, from_later, suptitle])
 
 
 @course_style
-def position_similarity(table, *, positions: int = 128, title: str = "Learned position table",
-                        zoom: int = 128):
+def position_similarity(table, *, positions: int = 128,
+                        title: str = N_("Learned position table"), zoom: int = 128):
     """Cosine similarity between the rows of a position table, first ``positions`` rows.
 
     With more than ``zoom`` rows, two panels: the whole matrix, resampled with antialiasing
@@ -200,16 +205,17 @@ def position_similarity(table, *, positions: int = 128, title: str = "Learned po
     panels = list(axes) if zoomed else [axes]
     image = panels[0].imshow(similarity.numpy(), cmap=DIVERGING_CMAP, vmin=-1, vmax=1,
                              interpolation="antialiased" if zoomed else "nearest")
-    panels[0].set(title=f"all {len(similarity)} positions" if zoomed else title)
+    panels[0].set(title=_("all {count} positions").format(count=len(similarity)) if zoomed
+                  else _(title))
     if zoomed:
         panels[0].add_patch(Rectangle((-0.5, -0.5), zoom, zoom, fill=False, lw=2.5,
                                       edgecolor=role("reference")))
         panels[1].imshow(similarity[:zoom, :zoom].numpy(), cmap=DIVERGING_CMAP, vmin=-1,
                          vmax=1, interpolation="nearest")
-        panels[1].set(title=f"zoom: positions 0 … {zoom - 1}")
-        figure.suptitle(title, fontsize=15)
+        panels[1].set(title=_("zoom: positions 0 … {last}").format(last=zoom - 1))
+        figure.suptitle(_(title), fontsize=15)
     for ax in panels:
         ax.grid(False)
-        ax.set(xlabel="position q", ylabel="position p")
+        ax.set(xlabel=_("position q"), ylabel=_("position p"))
     figure.colorbar(image, ax=panels, shrink=0.85, label="cos(PE(p), PE(q))")
     return figure

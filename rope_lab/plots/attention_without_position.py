@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rope_lab.i18n import N_
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     SEQUENTIAL_CMAP,
     course_style,
@@ -11,7 +13,7 @@ from rope_lab.plots.style import (
 
 
 @course_style
-def attention_weights(weights, labels, titles, *, suptitle: str = "Attention weights",
+def attention_weights(weights, labels, titles, *, suptitle: str = N_("Attention weights"),
                       causal: bool = False):
     """Heatmaps of attention weights side by side, one per sentence, values written in.
 
@@ -57,11 +59,11 @@ def attention_weights(weights, labels, titles, *, suptitle: str = "Attention wei
         ax.set_xticks(ticks, tokens)
         ax.set_yticks(ticks, tokens)
         ax.grid(False)
-        ax.set(title=title, xlabel="key", ylabel="query")
-    figure.colorbar(image, ax=axes, shrink=0.8, label="weight")
+        ax.set(title=_(title), xlabel=_("key"), ylabel=_("query"))
+    figure.colorbar(image, ax=axes, shrink=0.8, label=_("weight"))
     # the note short enough for one heatmap's 4.4 in
-    figure.suptitle(suptitle + ("\n(hatched: masked, a key after its query)"
-                                if causal else ""))
+    figure.suptitle(_(suptitle) + (_("\n(hatched: masked, a key after its query)")
+                                   if causal else ""))
     return figure
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from rope_lab.i18n import N_
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import ROLE_COLOURS, course_style, log_ticks, new_figure, number
 
 # Differences of exactly 0 cannot sit on a log axis; they are drawn at this floor, and the
@@ -11,18 +13,20 @@ from rope_lab.plots.style import ROLE_COLOURS, course_style, log_ticks, new_figu
 FLOOR = 1e-9
 # Line styles tell curves of one role apart (the palette gives one colour per meaning).
 _STYLES = ("-", "--", ":", "-.")
-_BUG_WORDS = ("bug", "wrong", "off by", "restart at 0", "unconverted", "naive", "bf16 buffer",
-              ".to(", "incremental")
-_FIX_WORDS = ("fix", "correct", "reference")
+# The words are looked for in English and in the figure's language: a translated notebook
+# passes translated labels, whose translator keeps these words' translations (错误, 修复 …).
+_BUG_WORDS = (N_("bug"), N_("wrong"), N_("off by"), N_("restart at 0"), N_("unconverted"),
+              N_("naive"), "bf16 buffer", ".to(", N_("incremental"))
+_FIX_WORDS = (N_("fix"), N_("correct"), N_("reference"))
 
 
 def _colour(label: str, index: int) -> str:
     """Vermillion for a bug, black for the fix or reference, else the RoPE blue, the key's
     sky blue or the context grey by index (a correct run that is neither the bug nor the fix)."""
     text = label.lower()
-    if any(word in text for word in _BUG_WORDS):
+    if any(word in text or _(word) in label for word in _BUG_WORDS):
         return ROLE_COLOURS["mistake"]
-    if any(word in text for word in _FIX_WORDS):
+    if any(word in text or _(word) in label for word in _FIX_WORDS):
         return ROLE_COLOURS["reference"]
     return (ROLE_COLOURS["rope"], ROLE_COLOURS["key"], ROLE_COLOURS["context"])[index % 3]
 
@@ -55,17 +59,17 @@ def _spaced(x, parts: int = 9) -> list[float]:
 def _guides(axes, tolerance, tolerance_label, marks):
     if tolerance is not None:
         axes.axhline(tolerance, color=ROLE_COLOURS["context"], linestyle=":", linewidth=2,
-                     label=f"{tolerance_label} {number(tolerance)}")
+                     label=f"{_(tolerance_label)} {number(tolerance)}")
     for text, x in (marks or {}).items():
         axes.axvline(x, color=ROLE_COLOURS["context"], linestyle="--", linewidth=1.5)
-        axes.annotate(text, (x, 1), xycoords=("data", "axes fraction"), xytext=(4, -4),
+        axes.annotate(_(text), (x, 1), xycoords=("data", "axes fraction"), xytext=(4, -4),
                       textcoords="offset points", va="top", fontsize=12,
                       color=ROLE_COLOURS["context"])
 
 
 @course_style
 def error_curves(x, curves: dict, *, title: str, xlabel: str, ylabel: str,
-                 tolerance: float | None = None, tolerance_label: str = "tolerance",
+                 tolerance: float | None = None, tolerance_label: str = N_("tolerance"),
                  marks: dict | None = None, log_x: bool = False):
     """One line per curve: a difference (log scale) against position, step or offset.
 
@@ -95,7 +99,7 @@ def error_curves(x, curves: dict, *, title: str, xlabel: str, ylabel: str,
         top = max(top, *values)
         axes.plot(x, [max(v, FLOOR) for v in values], _STYLES[index % len(_STYLES)],
                   marker="o", markersize=5, linewidth=2, color=_colour(label, index),
-                  label=label)
+                  label=_(label))
     _guides(axes, tolerance, tolerance_label, marks)
     axes.set_yscale("log")
     if log_x:
@@ -107,7 +111,7 @@ def error_curves(x, curves: dict, *, title: str, xlabel: str, ylabel: str,
         ticks = _spaced(x)
         axes.set_xticks(ticks, labels=[number(v) for v in ticks])
         axes.minorticks_off()
-    axes.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    axes.set(title=_(title), xlabel=_(xlabel), ylabel=_(ylabel))
     log_ticks(axes)
     if clipped:
         _floor_ticks(axes, top)
@@ -118,7 +122,7 @@ def error_curves(x, curves: dict, *, title: str, xlabel: str, ylabel: str,
 
 @course_style
 def error_bars(values: dict, *, title: str, ylabel: str, tolerance: float | None = None,
-               tolerance_label: str = "tolerance"):
+               tolerance_label: str = N_("tolerance")):
     """One bar per case: how far each variant's output is from the correct run (log scale).
 
     With a ``tolerance``, bars above it are drawn in the mistake colour, the rest in black,
@@ -145,13 +149,13 @@ def error_bars(values: dict, *, title: str, ylabel: str, tolerance: float | None
         from matplotlib.patches import Patch
 
         line = axes.axhline(tolerance, color=ROLE_COLOURS["context"], linestyle=":",
-                            linewidth=2, label=f"{tolerance_label} {number(tolerance)}")
+                            linewidth=2, label=f"{_(tolerance_label)} {number(tolerance)}")
         figure.legend([Patch(color=ROLE_COLOURS["mistake"]), Patch(color=ROLE_COLOURS["reference"]),
-                       line], ["above: a bug", "within", line.get_label()],
+                       line], [_("above: a bug"), _("within"), line.get_label()],
                       loc="outside lower center", ncols=3, frameon=False)
-    axes.set_xticks(range(len(labels)), labels)
+    axes.set_xticks(range(len(labels)), [_(label) for label in labels])
     axes.set_yscale("log")
     axes.set_ylim(top=max(heights) * 30)
-    axes.set(title=title, ylabel=ylabel)
+    axes.set(title=_(title), ylabel=_(ylabel))
     log_ticks(axes)
     return figure

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rope_lab.i18n import N_, lazy_gettext
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     course_style,
     fixed_layout_figure,
@@ -48,15 +50,16 @@ def _draw_frequency_overlay(axes, dim, base, factor, original_length, method, be
     for name in scaling.METHODS:
         ratio = _scaled(name, dim, base, factor, original_length, beta_fast, beta_slow) / theta
         chosen = name == method
-        label = "dynamic (at ℓ = sL)" if name == "dynamic" else name
+        label = _("dynamic (at ℓ = sL)") if name == "dynamic" else name
         axes.plot(pairs, ratio.numpy(), color=SCALING_COLOURS[name], label=label,
                   linestyle=SCALING_STYLES[name], linewidth=3.2 if chosen else 1.4,
                   alpha=1.0 if chosen else 0.55, zorder=3 if chosen else 2)
     axes.axhline(1 / factor, color="0.4", linestyle=":", linewidth=1)
     axes.set_yscale("log")
     log_ticks(axes)
-    axes.set(title=f"Rotation speed after scaling, s = {factor:g}",
-             xlabel="pair i (0 = fastest)", ylabel="θ′ᵢ / θᵢ  (1 = unchanged, 1/s = PI)")
+    axes.set(title=_("Rotation speed after scaling, s = {factor:g}").format(factor=factor),
+             xlabel=_("pair i (0 = fastest)"),
+             ylabel=_("θ′ᵢ / θᵢ  (1 = unchanged, 1/s = PI)"))
     axes.legend(loc="lower left", ncol=2)
 
 
@@ -76,15 +79,17 @@ def _draw_wavelength_chart(axes, dim, base, factor, original_length, method, bet
         axes.plot(pairs, scaled.numpy(), "o", color=SCALING_COLOURS[method], markersize=4,
                   label=f"{method}, s = {factor:g}")
     axes.axhline(original_length, color="0.2", linestyle="--", linewidth=1.2,
-                 label=f"trained length L = {original_length}")
+                 label=_("trained length L = {length}").format(length=original_length))
     if factor > 1:
         axes.axhline(factor * original_length, color="0.5", linestyle=":", linewidth=1.2,
-                     label=f"target length sL = {round(factor * original_length)}")
+                     label=_("target length sL = {length}").format(
+                         length=round(factor * original_length)))
     axes.set_yscale("log")
     log_ticks(axes)
-    axes.set(title=f"{int(turns.sum())} of {dim // 2} pairs turn fully within L",
-             xlabel="pair i (blue: λᵢ ≤ L, grey: never a full turn)",
-             ylabel="wavelength λᵢ = 2π/θᵢ (positions)")
+    axes.set(title=_("{turned} of {pairs} pairs turn fully within L").format(
+                 turned=int(turns.sum()), pairs=dim // 2),
+             xlabel=_("pair i (blue: λᵢ ≤ L, grey: never a full turn)"),
+             ylabel=_("wavelength λᵢ = 2π/θᵢ (positions)"))
     axes.legend(loc="upper left")
 
 
@@ -147,22 +152,23 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
     wavelength = scaling.wavelengths(theta).numpy()
     ratios = {}
     for name in scaling.METHODS:
-        label = "dynamic (at sL)" if name == "dynamic" else name
+        label = _("dynamic (at sL)") if name == "dynamic" else name
         ratios[name], = left.plot(pairs, [1.0] * len(pairs), color=SCALING_COLOURS[name],
                                   linestyle=SCALING_STYLES[name], label=label)
     pi_line = left.axhline(1.0, color=role("context"), linestyle=":", linewidth=1.2)
     left.set_yscale("log")
-    left.set(xlabel="pair i (0 = fastest)", ylabel="θ′ᵢ / θᵢ (1 = unchanged)",
+    left.set(xlabel=_("pair i (0 = fastest)"), ylabel=_("θ′ᵢ / θᵢ (1 = unchanged)"),
              xlim=(-0.5, len(pairs) - 0.5), ylim=(1 / 64, 2.0))
     log_ticks(left)
     bars = right.bar(pairs, wavelength, width=0.8)
-    scaled_dots, = right.plot(pairs, wavelength, "o", markersize=5, label="after scaling")
+    scaled_dots, = right.plot(pairs, wavelength, "o", markersize=5,
+                              label=_("after scaling"))
     trained = right.axhline(original_length, color=role("reference"), linestyle="--",
-                            linewidth=1.2, label="trained length L")
+                            linewidth=1.2, label=_("trained length L"))
     target = right.axhline(original_length, color=role("context"), linestyle=":",
-                           linewidth=1.5, label="target length sL")
+                           linewidth=1.5, label=_("target length sL"))
     right.set_yscale("log")
-    right.set(xlabel="pair i (blue: a full turn within L)", ylabel="wavelength 2π/θᵢ",
+    right.set(xlabel=_("pair i (blue: a full turn within L)"), ylabel=_("wavelength 2π/θᵢ"),
               xlim=(-0.5, len(pairs) - 0.5),
               ylim=(1.0, nice_limit(64 * float(wavelength.max()))))
     log_ticks(right)
@@ -182,7 +188,8 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
         pi_line.set_ydata([1 / factor, 1 / factor])
         left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
                     handlelength=2.2, columnspacing=0.8, borderaxespad=0)
-        left.set_title(f"Rotation speed, s = {number(factor)} ({method} thick)")
+        left.set_title(_("Rotation speed, s = {factor} ({method} thick)").format(
+            factor=number(factor), method=method))
         turns = scaling.wavelengths(theta).numpy() <= original_length
         for bar, full in zip(bars, turns, strict=True):
             bar.set_color(role("rope") if full else role("context"))
@@ -193,8 +200,9 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
         trained.set_ydata([original_length, original_length])
         target.set_ydata([factor * original_length] * 2)
         target.set_visible(factor > 1)
-        right.set_title(f"{number(int(turns.sum()))} of {number(dim // 2)} pairs turn "
-                        f"within L = {number(original_length)}")
+        right.set_title(_("{turned} of {pairs} pairs turn within L = {length}").format(
+            turned=number(int(turns.sum())), pairs=number(dim // 2),
+            length=number(original_length)))
         # Made after the dots took the method's colour: a legend copies its artists' looks.
         right.legend(loc="upper left")
         # The static layer: the legend (which line is thick) and the bars' colours.
@@ -229,17 +237,18 @@ def interpolation_vs_extrapolation(coefficients, dim: int = 128, base: float = 1
     ticks = sorted({0.0, *(p for p in powers if p <= high), *(-p for p in powers if -p >= low)})
     left.set_yticks(ticks, labels=[number(tick) for tick in ticks])
     left.yaxis.set_minor_locator(NullLocator())
-    left.set(title="Extrapolation: offsets in [0, 2L)", xlabel="offset m (positions)",
-             ylabel="fitted score (symlog)")
+    left.set(title=_("Extrapolation: offsets in [0, 2L)"), xlabel=_("offset m (positions)"),
+             ylabel=_("fitted score (symlog)"))
     left.legend(loc="upper left")
     fine = torch.arange(0, zoom + 1e-9, 0.05, dtype=torch.float64)
     integers = torch.arange(0, int(zoom) + 1, dtype=torch.float64)
     right.plot(fine.numpy(), (scaling.rope_basis(fine, dim, base) @ coefficients).numpy(),
-               color=role("rope"), linewidth=1.5, label="fractional offsets")
+               color=role("rope"), linewidth=1.5, label=_("fractional offsets"))
     right.plot(integers.numpy(), (scaling.rope_basis(integers, dim, base) @ coefficients).numpy(),
-               "o", color=role("reference"), markersize=5, label="integer offsets (fitted)")
-    right.set(title=f"Interpolation: offsets in [0, {zoom:g}]",
-              xlabel="offset m (positions)", ylabel="fitted score")
+               "o", color=role("reference"), markersize=5,
+               label=_("integer offsets (fitted)"))
+    right.set(title=_("Interpolation: offsets in [0, {zoom:g}]").format(zoom=zoom),
+              xlabel=_("offset m (positions)"), ylabel=_("fitted score"))
     # below the axes: inside, it would cover the curve wherever the fit happens to go
     right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, handlelength=1.5,
                  columnspacing=1.0)
@@ -248,17 +257,23 @@ def interpolation_vs_extrapolation(coefficients, dim: int = 128, base: float = 1
 
 # variant in the experiment JSON → (label, colour, line style): the colour says the family
 # (added vectors, RoPE, RoPE stretched, a bias, nothing), the style tells a family apart.
+# The labels are lazy texts (rope_lab.i18n.LazyText): English to the code, printed in the
+# course's language (notebook 06 prints them in a table).
 EXPERIMENT_STYLE = {
-    "none": ("no position (NoPE)", role("context"), "-"),
-    "learned": ("learned", role("absolute"), "-"),
-    "sinusoidal": ("sinusoidal", role("absolute"), "--"),
-    "alibi": ("ALiBi", role("bias"), "-"),
-    "rope": ("RoPE", role("rope"), "-"),
-    "rope+linear": ("RoPE + PI (zero-shot)", role("scaled"), SCALING_STYLES["linear"]),
-    "rope+ntk": ("RoPE + NTK", role("scaled"), SCALING_STYLES["ntk"]),
-    "rope+dynamic": ("RoPE + dynamic NTK", role("scaled"), SCALING_STYLES["dynamic"]),
-    "rope+yarn": ("RoPE + YaRN", role("scaled"), SCALING_STYLES["yarn"]),
+    "none": (lazy_gettext("no position (NoPE)"), role("context"), "-"),
+    "learned": (lazy_gettext("learned"), role("absolute"), "-"),
+    "sinusoidal": (lazy_gettext("sinusoidal"), role("absolute"), "--"),
+    "alibi": (lazy_gettext("ALiBi"), role("bias"), "-"),
+    "rope": (lazy_gettext("RoPE"), role("rope"), "-"),
+    "rope+linear": (lazy_gettext("RoPE + PI (zero-shot)"), role("scaled"),
+                    SCALING_STYLES["linear"]),
+    "rope+ntk": (lazy_gettext("RoPE + NTK"), role("scaled"), SCALING_STYLES["ntk"]),
+    "rope+dynamic": (lazy_gettext("RoPE + dynamic NTK"), role("scaled"),
+                     SCALING_STYLES["dynamic"]),
+    "rope+yarn": (lazy_gettext("RoPE + YaRN"), role("scaled"), SCALING_STYLES["yarn"]),
 }
+# the shorter labels at the lines' ends, made from those above by dropping words
+_SHORT_LABELS = (N_("RoPE + PI"), N_("+ dynamic NTK"))
 # the two families the loss figure draws side by side
 _ENCODINGS = ("none", "learned", "sinusoidal", "alibi", "rope")
 _STRETCHED = ("rope", "rope+linear", "rope+ntk", "rope+dynamic", "rope+yarn")
@@ -273,7 +288,7 @@ def _direct_labels(axes, ends, *, gap):
         placed.append(y_text)
         # 8 pt right of the end (clear of its marker); the colour darkened to 4.5:1 on
         # white: orange letters are faint on a projector where an orange line is not
-        axes.annotate(label, (x, y_text), xytext=(8, 0), textcoords="offset points",
+        axes.annotate(_(label), (x, y_text), xytext=(8, 0), textcoords="offset points",
                       color=readable(colour), fontsize=13, fontweight="bold", va="center")
 
 
@@ -291,10 +306,10 @@ def extrapolation_losses(results: dict, variants=None):
     chosen = list(variants or results["loss"])
     encodings = [v for v in chosen if v not in _STRETCHED or v == "rope"]
     stretched = [v for v in _STRETCHED if v in chosen]
-    groups, titles = [encodings], ["position encodings"]
+    groups, titles = [encodings], [_("position encodings")]
     if set(stretched) - {"rope"}:  # a panel of plain RoPE alone would say nothing new
         groups.append(stretched)
-        titles.append("RoPE stretched, zero-shot")
+        titles.append(_("RoPE stretched, zero-shot"))
     multiples = results["config"]["multiples"]
     figure, axes = new_figure(1, len(groups), width=9.2, height=4.6, sharey=True)
     panels = [axes] if len(groups) == 1 else list(axes)
@@ -313,14 +328,15 @@ def extrapolation_losses(results: dict, variants=None):
         panel.set_xscale("log", base=2)
         panel.set_xticks(multiples, [f"{k}×" for k in multiples])
         panel.set_xlim(multiples[0] / 1.25, multiples[-1] * 3.6)
-        panel.set(title=title, xlabel="test length (multiple of L)")
+        panel.set(title=title, xlabel=_("test length (multiple of L)"))
         _direct_labels(panel, ends, gap=0.075 * top * 1.1)
-    panels[0].text(multiples[0], results["guess_loss"], "uniform guess", fontsize=13,
+    panels[0].text(multiples[0], results["guess_loss"], _("uniform guess"), fontsize=13,
                    color=role("context"), va="bottom")
-    panels[0].set_ylabel("cross-entropy (nats)")
+    panels[0].set_ylabel(_("cross-entropy (nats)"))
     panels[0].set_ylim(-0.03 * top, 1.1 * top)
     length = results["config"]["train_length"]
-    figure.suptitle(f"Loss on the determined tokens, trained at L = {length}", fontsize=15)
+    figure.suptitle(_("Loss on the determined tokens, trained at L = {length}").format(
+        length=length), fontsize=15)
     return figure
 
 
@@ -338,14 +354,15 @@ def extrapolation_by_position(results: dict, variants=None):
         ends[label.replace(" (zero-shot)", "")] = (centres[-1], curves[variant][-1], colour)
     length = results["config"]["train_length"]
     axes.axvline(length, color=role("context"), linestyle="--", linewidth=1.2)
-    axes.annotate("training length", (length, 0.97), xycoords=("data", "axes fraction"),
+    axes.annotate(_("training length"), (length, 0.97), xycoords=("data", "axes fraction"),
                   xytext=(4, 0), textcoords="offset points", va="top", fontsize=13)
     longest = curves["length"]
     axes.set_xlim(0, centres[-1] * 1.3)
     top = max(max(curves[v]) for v in (variants or results["loss"]))
     _direct_labels(axes, ends, gap=0.08 * top)
-    axes.set(title=f"Loss along inputs of length {longest} ({longest // length}L)",
-             xlabel="position t (tokens)", ylabel="cross-entropy (nats)")
+    axes.set(title=_("Loss along inputs of length {longest} ({multiple}L)").format(
+                 longest=longest, multiple=longest // length),
+             xlabel=_("position t (tokens)"), ylabel=_("cross-entropy (nats)"))
     return figure
 
 
@@ -371,12 +388,13 @@ def alibi_heatmap(seq_len: int = 16, n_heads: int = 8, heads=(0, 3, 7)):
         row = bias[head, seq_len - 1]
         axes.plot(distance.numpy(), row.numpy(), "o-", color=colour, lw=2.4, ms=4)
         slope = f"1/{1 / float(slopes[head]):g}" if slopes[head] < 1 else f"{float(slopes[head]):g}"
-        axes.annotate(f"head {head}: slope {slope}", (seq_len - 1, float(row[0])),
+        axes.annotate(_("head {head}: slope {slope}").format(head=head, slope=slope),
+                      (seq_len - 1, float(row[0])),
                       xytext=(6, 0), textcoords="offset points", va="center", fontsize=13,
                       color=readable(colour), fontweight="bold")  # the light shade: faint
     axes.set_xlim(0, (seq_len - 1) * 1.45)
     axes.xaxis.get_major_locator().set_params(integer=True)
-    axes.set(title=f"ALiBi, {n_heads} heads: the bias on one scale",
-             xlabel="distance m − n between query and key (positions)",
-             ylabel="bias added to the score")
+    axes.set(title=_("ALiBi, {n_heads} heads: the bias on one scale").format(n_heads=n_heads),
+             xlabel=_("distance m − n between query and key (positions)"),
+             ylabel=_("bias added to the score"))
     return figure

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     course_style,
     fixed_layout_figure,
@@ -48,21 +49,23 @@ def base_sweep(bases=(1, 10, 100, 500, 5000, 10000, 50000), dim: int = 64,
         axes.plot(edges.repeat_interleave(2)[1:-1].numpy(),
                   means.repeat_interleave(2).numpy(), color=role("rope"), lw=3)
         axes.axhline(0, color=role("context"), lw=1)
-        axes.set_title(f"base {number(base)}", fontsize=14)
+        axes.set_title(_("base {base}").format(base=number(base)), fontsize=14)
     for axes in panels[len(bases):]:
         axes.axis("off")
-        axes.text(0.0, 0.5, "faint: s(Δ) at each Δ\nthick: mean over each\n"
-                  f"window of {length // windows} positions", fontsize=13,
+        axes.text(0.0, 0.5, _("faint: s(Δ) at each Δ\nthick: mean over each\nwindow of "
+                              "{window} positions").format(window=length // windows),
+                  fontsize=13,
                   transform=axes.transAxes, va="center")
     for column in range(columns):  # the lowest drawn panel of each column gets the x-axis
         drawn = [axes for axes in grid[:, column] if axes.axison]
         if drawn:
-            drawn[-1].set_xlabel("distance Δ")
+            drawn[-1].set_xlabel(_("distance Δ"))
             drawn[-1].xaxis.set_tick_params(labelbottom=True)
     for axes in grid[:, 0]:
-        axes.set_ylabel("score s(Δ)")
+        axes.set_ylabel(_("score s(Δ)"))
     panels[0].set(xlim=(0, length), ylim=(-1.08 * dim, 1.08 * dim))
-    figure.suptitle(f"q = k = all-ones, d = {dim}: the score over distance, base by base",
+    figure.suptitle(_("q = k = all-ones, d = {dim}: the score over distance, base by base")
+                    .format(dim=dim),
                     fontsize=15)
     return figure
 
@@ -76,15 +79,16 @@ def bound_counterexample(q, k, distances, *, base: float = 10000.0, marked=None)
     dim = q.shape[-1]
     figure, axes = new_figure(width=9.0, height=4.8)
     axes.plot(distances, decay.cos_sum(distances, dim, base=base), color=role("mistake"), lw=1.2,
-              label="seed 000's “bound” Σ cos(Δθᵢ)")
+              label=_("seed 000's “bound” Σ cos(Δθᵢ)"))
     axes.plot(distances, decay.score_curve(q, k, distances, base=base), color=role("rope"),
-              lw=1.2, label="score s(Δ) of the chosen k")
+              lw=1.2, label=_("score s(Δ) of the chosen k"))
     axes.axhline(dim / 2, color=role("reference"), ls=":", lw=1,
-                 label=f"largest possible: d/2 = {dim // 2}")
+                 label=_("largest possible: d/2 = {half}").format(half=dim // 2))
     if marked is not None:
         axes.axvline(marked, color=role("context"), ls="--", lw=1, label=f"Δ = {marked}")
-    axes.set(xlabel="relative distance Δ (positions)", ylabel="score",
-             title=f"Unit pairs, d = {dim}, base {number(base)}: the “bound” is broken",
+    axes.set(xlabel=_("relative distance Δ (positions)"), ylabel=_("score"),
+             title=_("Unit pairs, d = {dim}, base {base}: the “bound” is broken").format(
+                 dim=dim, base=number(base)),
              xlim=(float(distances[0]), float(distances[-1])))
     # Under the axes: inside, it sat on the d/2 line (the bound's own start) and on Δ.
     figure.legend(loc="outside lower center", ncols=2)
@@ -99,8 +103,10 @@ def _draw_abel(axes, dim: int, base: float, max_distance: int):
     distances = torch.arange(max_distance + 1)
     axes.plot(distances, decay.abel_curve(distances, dim, base=base), color=role("reference"),
               lw=1.2)
-    axes.set(xlabel="relative distance Δ (positions)", ylabel="(2/d)·Σⱼ |Sⱼ|",
-             title=f"Abel bound factor, d = {dim}, base {number(base)}", xlim=(0, max_distance),
+    axes.set(xlabel=_("relative distance Δ (positions)"), ylabel="(2/d)·Σⱼ |Sⱼ|",
+             title=_("Abel bound factor, d = {dim}, base {base}").format(dim=dim,
+                                                                         base=number(base)),
+             xlim=(0, max_distance),
              ylim=(0, (dim / 2 + 1) / 2 * 1.05))
 
 
@@ -131,17 +137,20 @@ def _draw_scores(axes, mode: str, dim: int, base: float, max_distance: int, samp
     std = decay.score_std(distances, dim, base=base, mode=mode, noise=noise)
     if mode == "ones":  # nothing random: the curve is its own expectation
         axes.plot(distances, scores[0], color=role("rope"), lw=1.0)
-        axes.set(xlabel="relative distance Δ (positions)", ylabel="score s(Δ) = ⟨q, R(Δ) k⟩",
+        axes.set(xlabel=_("relative distance Δ (positions)"),
+                 ylabel=_("score s(Δ) = ⟨q, R(Δ) k⟩"),
                  xlim=(0, max_distance))
         return
-    axes.plot(distances, scores[0], color=role("context"), lw=0.8, label="one draw")
+    axes.plot(distances, scores[0], color=role("context"), lw=0.8, label=_("one draw"))
     if samples > 1:
         axes.plot(distances, scores.mean(0), color=role("rope"), lw=1.2,
-                  label=f"mean of {samples} draws")
-    axes.plot(distances, mean, color=role("reference"), lw=1.5, ls="--", label="exact E[s(Δ)]")
+                  label=_("mean of {samples} draws").format(samples=samples))
+    axes.plot(distances, mean, color=role("reference"), lw=1.5, ls="--",
+              label=_("exact E[s(Δ)]"))
     axes.fill_between(distances, mean - std, mean + std, color=role("rope"), alpha=0.15, lw=0,
-                      label="± 1 std")
-    axes.set(xlabel="relative distance Δ (positions)", ylabel="score s(Δ) = ⟨q, R(Δ) k⟩",
+                      label=_("± 1 std"))
+    axes.set(xlabel=_("relative distance Δ (positions)"),
+             ylabel=_("score s(Δ) = ⟨q, R(Δ) k⟩"),
              xlim=(0, max_distance))
 
 
@@ -151,10 +160,12 @@ def random_vs_correlated(dim: int = 128, base: float = 10000.0, max_distance: in
     """Left: independent q, k. Right: k = q + noise. In each: ``lines[0]`` one draw,
     ``lines[1]`` the Monte Carlo mean, ``lines[2]`` the exact expectation."""
     figure, axes = new_figure(1, 2, width=9.2, height=4.4, sharey=True)
-    for panel, mode, title in ((axes[0], "random", "independent q, k"),
-                               (axes[1], "correlated", f"k = q + {noise:g}·noise")):
+    for panel, mode, title in ((axes[0], "random", _("independent q, k")),
+                               (axes[1], "correlated",
+                                _("k = q + {noise:g}·noise").format(noise=noise))):
         _draw_scores(panel, mode, dim, base, max_distance, samples, seed, noise)
-        panel.set_title(f"{title}, d = {dim}, base {number(base)}")
+        panel.set_title(_("{title}, d = {dim}, base {base}").format(title=title, dim=dim,
+                                                                    base=number(base)))
     axes[0].legend(loc="upper right")
     return figure
 
@@ -174,18 +185,18 @@ def minimum_base_chart(found: dict, published: dict | None = None, models=()):
     figure, axes = new_figure(width=8.0, height=4.6)
     lengths = sorted(found)
     axes.loglog(lengths, [found[n] for n in lengths], "o-", color=role("rope"),
-                label="minimum base (this notebook)")
+                label=_("minimum base (this notebook)"))
     if published:
         lengths = sorted(published)
         axes.loglog(lengths, [published[n] for n in lengths], "s", mfc="none", ms=10,
-                    color=role("reference"), label="published (Men et al. 2024)")
+                    color=role("reference"), label=_("published (Men et al. 2024)"))
     for j, (name, length, base) in enumerate(models):
         axes.loglog([length], [base], "^", ms=8, color=role("context"),
-                    label="base real models use" if j == 0 else None)
+                    label=_("base real models use") if j == 0 else None)
         axes.annotate(name, (length, base), textcoords="offset points", xytext=(6, -4),
                       fontsize=12)
-    axes.set(xlabel="context length L (tokens)", ylabel="RoPE base",
-             title="Base needed for Σ cos(mθᵢ) ≥ 0 up to L (d = 128)")
+    axes.set(xlabel=_("context length L (tokens)"), ylabel=_("RoPE base"),
+             title=_("Base needed for Σ cos(mθᵢ) ≥ 0 up to L (d = 128)"))
     # ticks where the data are (x: the lengths searched; y: 1-2-5 steps over the bases), so
     # a log axis never shows a single labelled tick
     shown = sorted({*found, *(published or {}), *(length for _, length, _ in models)})
@@ -218,18 +229,20 @@ def decay_and_abel(base: float = 10000.0, dim: int = 128, max_distance: int = 10
     figure, (left, right) = fixed_layout_figure(1, 2, width=9.2, height=4.8, left=0.09,
                                                 right=0.985, bottom=0.225, top=0.895,
                                                 wspace=0.28)
-    draw, = left.plot([], [], color=role("context"), lw=1.2, label="one draw")
-    mean, = left.plot([], [], color=role("reference"), lw=1.5, ls="--", label="exact E[s(Δ)]")
+    draw, = left.plot([], [], color=role("context"), lw=1.2, label=_("one draw"))
+    mean, = left.plot([], [], color=role("reference"), lw=1.5, ls="--",
+                      label=_("exact E[s(Δ)]"))
     band = left.fill_between([0, 1], [0, 0], [0, 0], color=role("rope"), alpha=0.15, lw=0,
-                             label="± 1 std")
+                             label=_("± 1 std"))
     left.axhline(0.0, color=role("context"), lw=0.8)
-    left.set(xlabel="relative distance Δ (positions)", ylabel="score s(Δ) = ⟨q, R(Δ) k⟩")
+    left.set(xlabel=_("relative distance Δ (positions)"),
+             ylabel=_("score s(Δ) = ⟨q, R(Δ) k⟩"))
     # Under the axes: the curves are drawn over the static layer, and for some d and q/k
     # they fill any corner of the panel (correlated q, k run above d).
     legend = left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3,
                          handlelength=1.5, columnspacing=1.0, borderaxespad=0)
     abel, = right.plot([], [], color=role("reference"), lw=1.5)
-    right.set(xlabel="relative distance Δ (positions)", ylabel="(2/d)·Σⱼ |Sⱼ|")
+    right.set(xlabel=_("relative distance Δ (positions)"), ylabel="(2/d)·Σⱼ |Sⱼ|")
 
     def update(base=base, dim=dim, max_distance=max_distance, mode=mode, noise=noise,
                seed=seed):
@@ -257,10 +270,12 @@ def decay_and_abel(base: float = 10000.0, dim: int = 128, max_distance: int = 10
                                              np.concatenate((expected - spread,
                                                              (expected + spread)[::-1]))))])
         left.set(xlim=(0, max_distance), ylim=(-1.05 * dim, 1.05 * dim))
-        left.set_title(f"score, q/k: {mode}, d = {number(dim)}, base {number(base)}")
+        left.set_title(_("score, q/k: {mode}, d = {dim}, base {base}").format(
+            mode=_(mode), dim=number(dim), base=number(base)))
         abel.set_data(distances.numpy(), decay.abel_curve(distances, dim, base=base).numpy())
         right.set(xlim=(0, max_distance), ylim=(0, (dim / 2 + 1) / 2 * 1.05))
-        right.set_title(f"Abel factor, d = {number(dim)}, base {number(base)}")
+        right.set_title(_("Abel factor, d = {dim}, base {base}").format(dim=number(dim),
+                                                                        base=number(base)))
         return mode  # the legend shows for random q, k only
 
     return live(figure, update, animated=[draw, mean, band, abel, left.title, right.title])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from rope_lab.i18n import N_
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     course_style,
     fixed_layout_figure,
@@ -32,7 +34,7 @@ def roofline(peak_gflops: float, bandwidth_gb_s: float, points: dict | None = No
                                        bottom=0.13, top=0.9)
     intensity = np.logspace(-2, 3, 200)
     roof_line, = axes.loglog(intensity, intensity, color=role("reference"), linewidth=2,
-                             label="roofline")
+                             label=_("roofline"))
     ridge_line = axes.axvline(1.0, color=role("reference"), linestyle=":", linewidth=1)
     # Labels as offsets from their xy, so that moving xy moves the text (an annotation with
     # no offset stays where it was made). The ridge label sits at the foot of the ridge line
@@ -50,10 +52,11 @@ def roofline(peak_gflops: float, bandwidth_gb_s: float, points: dict | None = No
     for label in (points or {}):  # RoPE blue; anything else grey, each its own marker
         rope = "RoPE" in label
         dots[label], = axes.loglog([], [], "o" if rope else next(markers, "s"), markersize=10,
-                                   label=label, color=role("rope") if rope else role("context"))
+                                   label=_(label), color=role("rope") if rope else role("context"))
     high = max(5e6, 5 * peak_gflops)  # room for the peak label above the roof
     axes.set(xlim=(0.01, 1000), ylim=(0.1, high),
-             xlabel="arithmetic intensity (FLOP per byte moved)", ylabel="attainable GFLOP/s")
+             xlabel=_("arithmetic intensity (FLOP per byte moved)"),
+             ylabel=_("attainable GFLOP/s"))
     log_ticks(axes)
     axes.legend(loc="upper left")
 
@@ -74,18 +77,20 @@ def roofline(peak_gflops: float, bandwidth_gb_s: float, points: dict | None = No
         ridge_text.xy = (min(ridge, intensity[-1]), 0.03)
         ridge_text.set_horizontalalignment("left" if right else "right")
         ridge_text.xyann = (4, 0) if right else (-4, 0)
-        ridge_text.set_text(f"ridge {number(ridge)} FLOP/byte" + (" →" if beyond else ""))
+        ridge_text.set_text(_("ridge {ridge} FLOP/byte").format(ridge=number(ridge))
+                            + (" →" if beyond else ""))
         peak_text.xy = (intensity[-1], peak_gflops)
-        peak_text.set_text(f"peak {number(peak_gflops)} GFLOP/s")
+        peak_text.set_text(_("peak {peak} GFLOP/s").format(peak=number(peak_gflops)))
         memory_text.xy = (0.02, 0.02 * bandwidth_gb_s)
-        memory_text.set_text(f"memory {number(bandwidth_gb_s)} GB/s")
+        memory_text.set_text(_("memory {bandwidth} GB/s").format(
+            bandwidth=number(bandwidth_gb_s)))
         for label, (x, y) in (points or {}).items():
             dots[label].set_data([x], [y])
         # The title says where RoPE landed with these roofs (live measurements in notebook 09).
-        title = "Roofline"
+        title = _("Roofline")
         if "RoPE" in (points or {}):
-            side = "memory slope" if points["RoPE"][0] < ridge else "compute roof"
-            title = f"Roofline: RoPE sits on the {side}"
+            title = (_("Roofline: RoPE sits on the memory slope") if points["RoPE"][0] < ridge
+                     else _("Roofline: RoPE sits on the compute roof"))
         axes.set_title(title)
         if peak_gflops > high:
             axes.set_ylim(0.1, 5 * peak_gflops)
@@ -134,7 +139,7 @@ def implementation_bars(results: list, *, layout: str = "half", log: bool = True
     else:
         axes.barh(names, values, color=colours)
         axes.set_xlim(0, 1.2 * max(values))
-    axes.axvline(1.0, color=role("reference"), linestyle="--", label="copy (clone) = 1")
+    axes.axvline(1.0, color=role("reference"), linestyle="--", label=_("copy (clone) = 1"))
     for y, value in enumerate(values):  # the number beside the dot, away from the 1× line
         label = f"{value:,.0f}×" if value >= 100 else f"{value:.3g}×"
         left = log and value < 1.0
@@ -143,8 +148,8 @@ def implementation_bars(results: list, *, layout: str = "half", log: bool = True
     if log:
         axes.set_xlim(min(axes.get_xlim()[0], min(values) / 2.6), axes.get_xlim()[1])
     axes.invert_yaxis()
-    axes.set(title=f"RoPE time relative to a copy ({layout} layout)",
-             xlabel="time ÷ time of x.clone() (lower is better)")
+    axes.set(title=_("RoPE time relative to a copy ({layout} layout)").format(layout=layout),
+             xlabel=_("time ÷ time of x.clone() (lower is better)"))
     axes.legend(loc="upper right")
     return figure
 
@@ -159,8 +164,8 @@ def cost_versus_size(rows: list, parameter: str, *, label: str | None = None):
     figure, axes = new_figure(width=7.0, height=4.0)
     sizes = [row[parameter] for row in rows]
     for key, name, colour, style in (
-            ("reference_ms", "reference formula (eager)", role("context"), "s--"),
-            ("apply_rope_ms", "apply_rope (default)", role("rope"), "o-"),
+            ("reference_ms", _("reference formula (eager)"), role("context"), "s--"),
+            ("apply_rope_ms", _("apply_rope (default)"), role("rope"), "o-"),
             ("clone_ms", "x.clone()", role("reference"), "^-")):
         axes.plot(sizes, [row[key] for row in rows], style, color=colour, label=name)
     axes.set_xscale("log", base=2)
@@ -168,12 +173,14 @@ def cost_versus_size(rows: list, parameter: str, *, label: str | None = None):
     # The title states what these timings show: the slope of log time against log size for
     # apply_rope between the two largest sizes (1 = linear, 0 = a fixed cost per call).
     symbol = {"seq": "L", "head_dim": "d"}.get(parameter, parameter)
-    title = f"RoPE time versus {symbol}"
+    title = _("RoPE time versus {symbol}").format(symbol=symbol)
     if len(rows) >= 2 and sizes[-1] != sizes[-2]:
         slope = math.log(rows[-1]["apply_rope_ms"] / rows[-2]["apply_rope_ms"]) / math.log(
             sizes[-1] / sizes[-2])
-        title = f"apply_rope: time ∝ {symbol}^{slope:.2f} between the two largest sizes"
-    axes.set(title=title, xlabel=label or parameter, ylabel="time per call (ms)")
+        title = _("apply_rope: time ∝ {symbol}^{slope:.2f} between the two largest "
+                  "sizes").format(symbol=symbol, slope=slope)
+    axes.set(title=title, xlabel=_(label) if label else parameter,
+             ylabel=_("time per call (ms)"))
     times = [row[key] for row in rows for key in ("reference_ms", "apply_rope_ms", "clone_ms")]
     log_ticks(axes, y_ticks=one_two_five(min(times), max(times)))
     axes.legend()
@@ -181,20 +188,21 @@ def cost_versus_size(rows: list, parameter: str, *, label: str | None = None):
 
 
 @course_style
-def layer_shares(costs: dict, *, unit: str = "ms", title: str = "Where a layer's time goes"):
+def layer_shares(costs: dict, *, unit: str = "ms",
+                 title: str = N_("Where a layer's time goes")):
     """Horizontal bars of each part of a transformer layer, labelled with its share."""
     figure, axes = new_figure(width=7.5, height=3.6)
     names = list(costs)
     values = [costs[n] for n in names]
     total = sum(values)
     colours = [role("rope") if "RoPE" in n else role("context") for n in names]
-    axes.barh(names, values, color=colours)
+    axes.barh([_(name) for name in names], values, color=colours)
     for y, value in enumerate(values):
         axes.annotate(f"{100 * value / total:.2g} %", (value, y), xytext=(4, 0),
                       textcoords="offset points", va="center", fontsize=12)
     axes.invert_yaxis()
     # A linear axis: bar lengths are shares, so a part too small to see is the point.
-    axes.set(title=title, xlabel=unit)
+    axes.set(title=_(title), xlabel=unit)
     axes.set_xlim(0, 1.18 * max(values))
     return figure
 
@@ -248,18 +256,19 @@ def gpu_speed(record: dict, *, dtype: str = "bfloat16"):
         ticks = one_two_five(low, high)
         panel.set_xticks(ticks, [number(t) for t in ticks])
         panel.xaxis.set_minor_locator(NullLocator())
-        panel.set_title(f"{row['case']}\nclone {number(row['us_per_tensor']['clone'])} µs",
-                        fontsize=12)
+        panel.set_title(_("{case}\nclone {microseconds} µs").format(
+            case=row["case"], microseconds=number(row["us_per_tensor"]["clone"])), fontsize=12)
     for panel in axes[len(rows):]:
         panel.set_visible(False)
     axes[0].set_yticks(range(len(labels)), labels)
     axes[0].invert_yaxis()
     environment = record.get("environment", {})
-    machine = " · ".join([environment.get("gpu") or environment.get("device", "GPU")] + [
-        f"{name} {environment[key]}" for name, key in (("torch", "torch"), ("Triton", "triton"))
-        if environment.get(key)])
-    figure.suptitle(f"{machine}, {dtype}\ntime per tensor ÷ time of x.clone() "
-                    "(lower is better)", fontsize=13)
+    gpu = environment.get("gpu") or environment.get("device", "GPU")
+    versions = " · ".join(f"{name} {environment[key]}" for name, key in (
+        ("torch", "torch"), ("CUDA", "cuda"), ("Triton", "triton")) if environment.get(key))
+    figure.suptitle(_("{gpu}, {dtype}: time per tensor ÷ time of x.clone() (lower is "
+                      "better)").format(gpu=gpu, dtype=dtype)
+                    + (f"\n{versions}" if versions else ""), fontsize=13)
     for panel in axes[len(rows) - columns:len(rows)]:
-        panel.set_xlabel("× clone")
+        panel.set_xlabel(_("× clone"))
     return figure

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     course_style,
     log_ticks,
@@ -29,21 +30,22 @@ def _spectrum(axes, report, label: str | None = None) -> None:
     rotating = freqs > 0
     pairs = torch.arange(freqs.numel())[rotating]
     axes.semilogy(pairs, report.wavelengths, "o-", ms=3, color=role("rope"),
-                  label=label or "wavelength 2π/θ_i")
+                  label=label or _("wavelength 2π/θ_i"))
     trained, scaled = spec.trained_context, spec.scaled_context
     if trained:
         axes.axhline(trained, color=role("reference"), ls="--", lw=1.5,
-                     label=f"trained context {number(trained)}")
+                     label=_("trained context {trained}").format(trained=number(trained)))
     if scaled and scaled != trained:
         axes.axhline(scaled, color=role("scaled"), ls=":", lw=2,
-                     label=f"scaled for {number(scaled)}")
+                     label=_("scaled for {scaled}").format(scaled=number(scaled)))
     if report.still_pairs:
         axes.axvspan(pairs.max().item() + 0.5, freqs.numel() - 0.5, color=role("context"),
-                     alpha=0.25, label=f"{report.still_pairs} pairs with θ = 0")
+                     alpha=0.25,
+                     label=_("{count} pairs with θ = 0").format(count=report.still_pairs))
     values = [report.wavelengths.min().item(), report.wavelengths.max().item()]
     values += [v for v in (trained, scaled) if v]
     _decade_ticks(axes, min(values), max(values))
-    axes.set(xlabel="pair i", ylabel="wavelength (positions)")
+    axes.set(xlabel=_("pair i"), ylabel=_("wavelength (positions)"))
 
 
 @course_style
@@ -65,11 +67,12 @@ def config_spectrum(config, title: str = "config"):
     for panel, (layer_type, report) in zip(axes, reports.items(), strict=True):
         _spectrum(panel, report)
         spec = report.spec
-        panel.set_title(f"{layer_type or 'every layer'}\n{spec.rope_type}, "
-                        f"base {number(spec.base)}")
+        panel.set_title(_("{layer_type}\n{rope_type}, base {base}").format(
+            layer_type=layer_type or _("every layer"), rope_type=spec.rope_type,
+            base=number(spec.base)))
         # Under the axes: inside, it sat on the trained-context line.
         panel.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0)
-    figure.suptitle(f"{title}\nRoPE wavelengths against the context")
+    figure.suptitle(_("{title}\nRoPE wavelengths against the context").format(title=title))
     return figure
 
 
@@ -93,19 +96,20 @@ def family_spectra(rows):
     for panel, (label, report) in zip(flat, rows, strict=False):
         _spectrum(panel, report)
         panel.set_title(label)
-        panel.set_xlabel("pair i")
-        panel.set_ylabel("λ (positions)")
+        panel.set_xlabel(_("pair i"))
+        panel.set_ylabel(_("λ (positions)"))
     for panel in flat[count:]:
         panel.set_visible(False)
     # Proxies in the panels' own styles (see _spectrum): one entry per kind of mark.
-    handles = [Line2D([], [], marker="o", ms=3, color=role("rope"), label="wavelength 2π/θ_i"),
+    handles = [Line2D([], [], marker="o", ms=3, color=role("rope"),
+                      label=_("wavelength 2π/θ_i")),
                Line2D([], [], color=role("reference"), ls="--", lw=1.5,
-                      label="trained context"),
+                      label=_("trained context")),
                Line2D([], [], color=role("scaled"), ls=":", lw=2,
-                      label="context it was scaled for"),
-               Patch(color=role("context"), alpha=0.25, label="pairs with θ = 0")]
+                      label=_("context it was scaled for")),
+               Patch(color=role("context"), alpha=0.25, label=_("pairs with θ = 0"))]
     figure.legend(handles=handles, loc="outside lower center", ncol=2)
-    figure.suptitle("Wavelengths 2π/θ_i of each layer type against its context")
+    figure.suptitle(_("Wavelengths 2π/θ_i of each layer type against its context"))
     return figure
 
 
@@ -126,8 +130,8 @@ def base_over_years(rows):
     _decade_ticks(axes, min(bases) / 2, max(bases) * 2)
     axes.set_xlim(min(years) - 0.5, max(years) + 1.5)
     axes.set_xticks(range(min(years), max(years) + 1))
-    axes.set(xlabel="release year", ylabel="RoPE base",
-             title="RoPE base of each release (log scale)")
+    axes.set(xlabel=_("release year"), ylabel=_("RoPE base"),
+             title=_("RoPE base of each release (log scale)"))
     _place_labels(figure, axes, {point: "\n".join(labels) for point, labels in groups.items()})
     return figure
 
@@ -185,8 +189,8 @@ def rotary_fraction(rows):
     axes.invert_yaxis()
     axes.set_xlim(0, 1.2)
     axes.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
-    axes.set(xlabel="rotated share of the head dim",
-             title="How much of each head RoPE rotates")
+    axes.set(xlabel=_("rotated share of the head dim"),
+             title=_("How much of each head RoPE rotates"))
     return figure
 
 
@@ -206,19 +210,21 @@ def turned_pairs(report, context: int, title: str = ""):
     colours = [role("rope") if t else role("context") for t in turned.tolist()]
     figure, axes = new_figure(width=9.2, height=4.2)
     axes.bar(pairs.tolist(), turns.tolist(), color=colours, width=0.9)
-    axes.axhline(1.0, color=role("reference"), lw=1.5, ls="--", label="one full turn")
+    axes.axhline(1.0, color=role("reference"), lw=1.5, ls="--", label=_("one full turn"))
     axes.set_yscale("log")
     low = max(min(turns.min().item(), 1.0), 1e-6)
     high = max(turns.max().item(), 10.0)
     _decade_ticks(axes, low / 2, high * 2)
     axes.set_ylim(low / 2, high * 2)
-    axes.set(xlabel="pair i", ylabel="turns within the context",
-             title=f"{title}: {int(turned.sum())} of {freqs.numel()} pairs turned in "
-                   f"{number(context)} positions")
+    axes.set(xlabel=_("pair i"), ylabel=_("turns within the context"),
+             title=_("{title}: {turned} of {pairs} pairs turned in {context} positions").format(
+                 title=title, turned=int(turned.sum()), pairs=freqs.numel(),
+                 context=number(context)))
     axes.legend(loc="upper right")
     if report.still_pairs:
         axes.axvspan(pairs.max().item() + 0.5, freqs.numel() - 0.5, color=role("context"),
-                     alpha=0.25, label=f"{report.still_pairs} pairs never turn (θ = 0)")
+                     alpha=0.25, label=_("{count} pairs never turn (θ = 0)").format(
+                         count=report.still_pairs))
         axes.legend(loc="upper right")
     return figure
 
@@ -240,20 +246,22 @@ def longrope_switch(config, title: str = "LongRoPE"):
 
     spec = hf_config.rope_spec(config)
     original = spec.original_max_position_embeddings
-    short, _ = hf_config.inv_freq_from_spec(spec, seq_len=original, dtype=torch.float64)
-    long, _ = hf_config.inv_freq_from_spec(spec, seq_len=original + 1, dtype=torch.float64)
+    short = hf_config.inv_freq_from_spec(spec, seq_len=original, dtype=torch.float64)[0]
+    long = hf_config.inv_freq_from_spec(spec, seq_len=original + 1, dtype=torch.float64)[0]
     figure, (left, right) = new_figure(1, 2, width=9.2, height=5.0)
     pairs = torch.arange(short.numel())
     left.semilogy(pairs, hf_report.wavelengths(short), "o-", ms=3, color=role("rope"),
-                  label="short_factor (ℓ ≤ L)")
+                  label=_("short_factor (ℓ ≤ L)"))
     left.semilogy(pairs, hf_report.wavelengths(long), "s--", ms=3, color=role("scaled"),
-                  label="long_factor (ℓ > L)")
+                  label=_("long_factor (ℓ > L)"))
     left.axhline(original, color=role("reference"), ls="--", lw=1.5,
                  label=f"L = {number(original)}")
     if spec.max_position_embeddings:
         left.axhline(spec.max_position_embeddings, color=role("context"), ls=":", lw=2,
-                     label=f"max_position {number(spec.max_position_embeddings)}")
-    left.set(xlabel="pair i", ylabel="wavelength (positions)", title="two factor lists")
+                     label=_("max_position {length}").format(
+                         length=number(spec.max_position_embeddings)))
+    left.set(xlabel=_("pair i"), ylabel=_("wavelength (positions)"),
+             title=_("two factor lists"))
     # Under the axes: inside, it covered the long factors' curve and the max_position line.
     left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, borderaxespad=0)
     lengths = list(range(original - 8, original + 9))
@@ -269,9 +277,11 @@ def longrope_switch(config, title: str = "LongRoPE"):
         log_ticks(right, one_two_five(low, high))
     right.set_ylim(low, high)
     right.xaxis.set_major_locator(MaxNLocator(4, integer=True))  # lengths: whole numbers
-    right.set(xlabel="sequence length ℓ", ylabel="θ of the slowest pair",
-              title=f"the switch: ℓ = {number(original)} → {number(original + 1)}")
-    figure.suptitle(f"{title}: LongRoPE picks its factors by the sequence length")
+    right.set(xlabel=_("sequence length ℓ"), ylabel=_("θ of the slowest pair"),
+              title=_("the switch: ℓ = {original} → {next}").format(
+                  original=number(original), next=number(original + 1)))
+    figure.suptitle(_("{title}: LongRoPE picks its factors by the sequence length").format(
+        title=title))
     return figure
 
 
@@ -280,7 +290,7 @@ def atlas_entries() -> dict:
     from rope_lab.hf import report as hf_report
 
     entries = {}
-    for _, label, _, config in hf_report.atlas():
+    for _name, label, _year, config in hf_report.atlas():
         for layer_type, entry in hf_report.describe(config).items():
             if entry is None or entry.spec.rope_type == "axial":
                 continue

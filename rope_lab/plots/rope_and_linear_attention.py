@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     course_style,
     fixed_layout_figure,
@@ -30,13 +31,13 @@ def linear_attention_normalizers(base: float = 100.0, dim: int = 8, length: int 
     plain_line, = top.plot([], [], color=role("reference"), linewidth=1.8)
     rotated_line, = bottom.plot([], [], color=role("mistake"), linewidth=1.8)
     negative, = bottom.plot([], [], "v", color=role("reference"), markersize=4,
-                            label="≤ 0: a division by zero or a sign flip")
+                            label=_("≤ 0: a division by zero or a sign flip"))
     bottom.axhline(0.0, color=role("reference"), linewidth=1.0)
-    top.set_ylabel("unrotated")
-    bottom.set(xlabel="query position m (tokens)", ylabel="rotated")
-    top.text(0.01, 0.95, "unrotated Σₙ φ(qₘ)·φ(kₙ): what RoFormer divides by",
+    top.set_ylabel(_("unrotated"))
+    bottom.set(xlabel=_("query position m (tokens)"), ylabel=_("rotated"))
+    top.text(0.01, 0.95, _("unrotated Σₙ φ(qₘ)·φ(kₙ): what RoFormer divides by"),
              transform=top.transAxes, va="top", color=role("reference"))
-    bottom.text(0.01, 0.95, "rotated Σₙ (Rₘφ(qₘ))·(Rₙφ(kₙ)): the tempting mistake",
+    bottom.text(0.01, 0.95, _("rotated Σₙ (Rₘφ(qₘ))·(Rₙφ(kₙ)): the tempting mistake"),
                 transform=bottom.transAxes, va="top", color=role("mistake"))
     bottom.legend(loc="lower right")
 
@@ -65,8 +66,10 @@ def linear_attention_normalizers(base: float = 100.0, dim: int = 8, length: int 
                                                 base=other)).max()
             for other in (1.0, 10.0, 100.0, 1e3, 1e4)))
         bottom.set_ylim(-nice_limit(1.05 * float(reach)), nice_limit(1.05 * float(reach)))
-        top.set_title(f"Causal normalizers, d = {number(dim)}, base = {number(base)}: "
-                      f"rotated ≤ 0 at {number(int(bad.sum()))} of {number(length)} positions")
+        top.set_title(_("Causal normalizers, d = {dim}, base = {base}: rotated ≤ 0 at {count} "
+                        "of {length} positions").format(
+                            dim=number(dim), base=number(base), count=number(int(bad.sum())),
+                            length=number(length)))
         return None  # the static layer depends on the limits only
 
     return live(figure, update, animated=[plain_line, rotated_line, negative, top.title])
@@ -81,8 +84,8 @@ def attention_cost(lengths, seconds: dict, dim: int):
     """
     figure, axes = new_figure(width=7.5, height=4.2)
     lengths = list(lengths)
-    styles = {"softmax": (role("reference"), "softmax attention, O(L²·d)"),
-              "linear": (role("rope"), "linear attention (prefix sums), O(L·d²)")}
+    styles = {"softmax": (role("reference"), _("softmax attention, O(L²·d)")),
+              "linear": (role("rope"), _("linear attention (prefix sums), O(L·d²)"))}
     for name, times in seconds.items():
         colour, label = styles.get(name, (None, name))
         axes.loglog(lengths, [t * 1e3 for t in times], "o-", color=colour, label=label)
@@ -98,8 +101,9 @@ def attention_cost(lengths, seconds: dict, dim: int):
                       [[t * 1e3 for t in times] for times in seconds.values()])
     axes.set_xticks(lengths, [str(length) for length in lengths])
     axes.set_xticks([], minor=True)
-    axes.set(title=f"Causal attention, one head, d = {dim}\n(measured on this machine)",
-             xlabel="sequence length L (tokens)", ylabel="time per call (ms)")
+    axes.set(title=_("Causal attention, one head, d = {dim}\n(measured on this machine)")
+             .format(dim=dim), xlabel=_("sequence length L (tokens)"),
+             ylabel=_("time per call (ms)"))
     axes.legend(loc="upper left")
     return figure
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     DIVERGING_CMAP,
     course_style,
@@ -45,7 +46,7 @@ def _kernel_image(axes, kernel, extent, title):
                         cmap=DIVERGING_CMAP, vmin=-1, vmax=1, interpolation="nearest")
     # A fixed title height skips matplotlib's search for overlapping ticks (slow per redraw).
     axes.set_title(title, y=1.01)
-    axes.set(xlabel="Δx (patches)", ylabel="Δy (patches)")
+    axes.set(xlabel=_("Δx (patches)"), ylabel=_("Δy (patches)"))
     axes.grid(False)
     for axis in (axes.xaxis, axes.yaxis):
         axis.set_major_locator(MaxNLocator(5, integer=True))
@@ -67,8 +68,8 @@ def rope_2d_kernels(size: int = 8, base: float = 100.0, dim: int = 32):
     _validate.check_positive_int(size, "size")
     figure, (left, right), colorbar_axes = _heatmap_row(2, panel_width=3.7, height=4.4)
     empty = [[0.0]]
-    images = [_kernel_image(left, empty, None, "axial 2D RoPE"),
-              _kernel_image(right, empty, None, "flattened 1D RoPE")]
+    images = [_kernel_image(left, empty, None, _("axial 2D RoPE")),
+              _kernel_image(right, empty, None, _("flattened 1D RoPE"))]
     marks = [axes.plot([], [], "o", markersize=10, markerfacecolor="none",
                        markeredgecolor=role("reference"), markeredgewidth=2)[0]
              for axes in (left, right)]
@@ -97,8 +98,9 @@ def rope_2d_kernels(size: int = 8, base: float = 100.0, dim: int = 32):
             image.set_extent(extent)
         for mark in marks:
             mark.set_data([1, -(size - 1)], [0, 1])
-        suptitle.set_text(f"Score of a patch with a copy of itself at (Δx, Δy): "
-                          f"{size}×{size} grid, d = {number(dim)}, base = {number(base)}")
+        suptitle.set_text(_("Score of a patch with a copy of itself at (Δx, Δy): {size}×{size} "
+                            "grid, d = {dim}, base = {base}").format(
+                                size=size, dim=number(dim), base=number(base)))
         return None
 
     return live(figure, update, animated=[*images, *marks, suptitle])
@@ -139,9 +141,10 @@ def rope_mixed_kernels(angles_degrees=(0.0, 30.0, 45.0), base: float = 10.0, dim
             freqs = nd.mixed_freqs(dim, base, math.radians(degrees), dtype=torch.float64)
             image.set_data(nd.relative_kernel(freqs, offsets).numpy())
             image.set_extent(extent)
-            axes.set_title(f"direction {number(degrees)}°"
-                           + (" (= axial)" if degrees == 0 else ""))
-        suptitle.set_text(f"RoPE-Mixed kernels: d = {number(dim)}, base = {number(base)}")
+            axes.set_title(_("direction {degrees}°").format(degrees=number(degrees))
+                           + (_(" (= axial)") if degrees == 0 else ""))
+        suptitle.set_text(_("RoPE-Mixed kernels: d = {dim}, base = {base}").format(
+            dim=number(dim), base=number(base)))
         return None
 
     return live(figure, update, animated=[*images, *(axes.title for axes in axes_row),
@@ -163,17 +166,17 @@ def mrope_sections(temporal_pairs: int = 16, base: float = 1e6, dim: int = 128,
     figure = Figure(figsize=(9.0, 4.3), layout="none")  # 810 CSS px: fits the lab output
     left, right = figure.subplots(1, 2)
     figure.subplots_adjust(left=0.09, right=0.98, bottom=0.15, top=0.8, wspace=0.28)
-    names = ("t (time)", "h (height)", "w (width)")
+    names = (_("t (time)"), _("h (height)"), _("w (width)"))
     speeds, kernels = [], []
     for name, colour in zip(names, shades("rope", 3), strict=True):
         speeds.append(left.plot([], [], "o", markersize=4, color=colour, label=name)[0])
         kernels.append(right.plot([], [], color=colour, lw=2, label=name)[0])
     # log10 on a linear axis: log-scale tick placement is slow for a live slider; the range
     # holds every base up to 10⁷, so moving the base never rescales it.
-    left.set(xlabel="pair i", ylabel="log₁₀ θᵢ (rad per position)", xlim=(-1, pairs),
+    left.set(xlabel=_("pair i"), ylabel=_("log₁₀ θᵢ (rad per position)"), xlim=(-1, pairs),
              ylim=(-7.5, 0.5))
-    right.set(xlabel="offset Δ along the axis (positions)", ylabel="K", ylim=(-0.05, 1.02),
-              xlim=(0, max_offset), title="kernel along one axis")
+    right.set(xlabel=_("offset Δ along the axis (positions)"), ylabel="K", ylim=(-0.05, 1.02),
+              xlim=(0, max_offset), title=_("kernel along one axis"))
     right.legend(loc="lower left")
     left.legend(loc="lower left")
     suptitle = figure.suptitle(" ", fontsize=13)
@@ -195,10 +198,10 @@ def mrope_sections(temporal_pairs: int = 16, base: float = 1e6, dim: int = 128,
             along = torch.zeros(max_offset + 1, 3, dtype=torch.long)
             along[:, axis] = offsets
             kernel.set_data(offsets.numpy(), nd.relative_kernel(freqs, along).numpy())
-        left.set_title(f"pairs for t, h, w: {list(section)}")
+        left.set_title(_("pairs for t, h, w: {section}").format(section=list(section)))
         right.set_xlim(0, max_offset)
-        suptitle.set_text(f"M-RoPE (Qwen2-VL style), d = {number(dim)}, "
-                          f"base = {number(base)}")
+        suptitle.set_text(_("M-RoPE (Qwen2-VL style), d = {dim}, base = {base}").format(
+            dim=number(dim), base=number(base)))
         return None
 
     return live(figure, update, animated=[*speeds, *kernels, left.title, suptitle])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     course_style,
     fixed_layout_figure,
@@ -28,7 +29,7 @@ def _spread(angles, gap):
     spread = list(angles)
     if len(spread) < 2:
         return spread
-    for _ in range(200):
+    for _step in range(200):
         moved = False
         order = sorted(range(len(spread)), key=lambda i: spread[i] % (2 * math.pi))
         for first, second in zip(order, order[1:] + order[:1], strict=True):
@@ -55,7 +56,7 @@ def _tip_labels(axes, arrows, radius):
     at = 1.1 * radius
     directions = _spread([math.atan2(tip[1], tip[0]) for tip, _, _ in arrows],
                          math.radians(18))
-    for (_, text, colour), angle in zip(arrows, directions, strict=True):
+    for (_tip, text, colour), angle in zip(arrows, directions, strict=True):
         x, y = at * math.cos(angle), at * math.sin(angle)
         axes.text(x, y, text, color=readable(colour), fontsize=14, fontweight="bold",
                   ha="left" if x >= 0 else "right", va="bottom" if y >= 0 else "top")
@@ -105,7 +106,7 @@ def complex_rotation(z=(1.0, 0.0), angle: float | None = None):
     figure, axes = new_figure(width=5.5, height=5.5)
     turned = _rotate_2d(z, angle)
     t = torch.linspace(0, 2 * math.pi, 200)
-    axes.plot(t.cos(), t.sin(), color=role("context"), lw=1, label="unit circle |z| = 1")
+    axes.plot(t.cos(), t.sin(), color=role("context"), lw=1, label=_("unit circle |z| = 1"))
     axes.plot([turned[0]], [turned[1]], "o", color=role("rope"), ms=7)
     start = math.atan2(z[1], z[0])
     arc = torch.linspace(start, start + angle, 50)
@@ -117,8 +118,8 @@ def complex_rotation(z=(1.0, 0.0), angle: float | None = None):
     axes.text(-1.25, -1.2, f"z = {z[0]:.3f} + {z[1]:.3f}i\n"
               f"φ = {angle:.4f} rad\nz·e^(iφ) = {turned[0]:.3f} + {turned[1]:.3f}i",
               fontsize=12, va="bottom")
-    axes.set(xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal", xlabel="real part",
-             ylabel="imaginary part", title="Multiplying by e^(iφ) rotates by φ")
+    axes.set(xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal", xlabel=_("real part"),
+             ylabel=_("imaginary part"), title=_("Multiplying by e^(iφ) rotates by φ"))
     return figure
 
 
@@ -149,7 +150,7 @@ def rotation_2d(theta: float = 0.5, m: int = 2, n: int = 5, shift: int = 0,
         axes.plot(length * t.cos(), length * t.sin(), color=role("context"), lw=1, alpha=0.6)
     limit = 1.45 * radius
     axes.set(xlim=(-limit, limit), ylim=(-limit, limit), aspect="equal",
-             xlabel="feature 1", ylabel="feature 2")
+             xlabel=_("feature 1"), ylabel=_("feature 2"))
     drawn: list = []  # the arrows, their labels and the arc: redrawn on every update
     subscript = str.maketrans("-0123456789", "₋₀₁₂₃₄₅₆₇₈₉")
 
@@ -178,10 +179,10 @@ def rotation_2d(theta: float = 0.5, m: int = 2, n: int = 5, shift: int = 0,
                              role("reference"), "")
         axes.texts[-1].set_text(f"{math.degrees(abs(between)):.0f}°")
         drawn[:] = [a for a in [*axes.texts, *axes.lines] if a not in before]
-        axes.set_title(f"θ = {number(theta)} rad, m = {pos_q}, n = {pos_k}, "
-                       f"n − m = {pos_k - pos_q}\n"
-                       f"angle(R_m q, R_n k) = {math.degrees(abs(between)):.0f}°,"
-                       f" score = {score:.4f}", fontsize=14)
+        axes.set_title(_("θ = {theta} rad, m = {m}, n = {n}, n − m = {offset}\n"
+                         "angle(R_m q, R_n k) = {angle:.0f}°, score = {score:.4f}").format(
+                             theta=number(theta), m=pos_q, n=pos_k, offset=pos_k - pos_q,
+                             angle=math.degrees(abs(between)), score=score), fontsize=14)
         figure.rope_lab_animated = [*drawn, axes.title]
         return None
 

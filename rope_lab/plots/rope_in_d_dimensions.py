@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     course_style,
     fixed_layout,
@@ -31,20 +32,21 @@ def rope_frequencies(dim: int = 64, base: float = 10000.0, length: int = 256):
 
     _validate.check_positive_int(length, "length")
     figure, (left, right) = new_figure(1, 2, width=9.0, height=4.4)
-    wavelengths, = left.plot([], [], "o-", ms=3, color=role("rope"), label="wavelength 2π/θᵢ")
+    wavelengths, = left.plot([], [], "o-", ms=3, color=role("rope"),
+                             label=_("wavelength 2π/θᵢ"))
     left.set_yscale("log")
     left.axhline(length, color=role("context"), ls="--",
-                 label=f"positions shown ({number(length)})")
-    left.set(xlim=(-0.02, 1.0), ylim=(1, 1e7), xlabel="2i/d (pair i of d/2)",
-             ylabel="wavelength (positions per turn)")
+                 label=_("positions shown ({length})").format(length=number(length)))
+    left.set(xlim=(-0.02, 1.0), ylim=(1, 1e7), xlabel=_("2i/d (pair i of d/2)"),
+             ylabel=_("wavelength (positions per turn)"))
     log_ticks(left, [1.0, 1e2, 1e4, 1e6])
     left.legend(loc="upper left")
     image = right.imshow([[0.0]], aspect="auto", origin="lower", cmap="twilight",
                          vmin=0, vmax=2 * math.pi, interpolation="nearest")
     right.grid(False)
-    right.set(xlabel="2i/d (pair i of d/2)", ylabel="position m", xlim=(0, 1),
-              ylim=(-0.5, length - 0.5), title="angle m·θᵢ mod 2π")
-    colorbar = figure.colorbar(image, ax=right, label="angle (rad)")
+    right.set(xlabel=_("2i/d (pair i of d/2)"), ylabel=_("position m"), xlim=(0, 1),
+              ylim=(-0.5, length - 0.5), title=_("angle m·θᵢ mod 2π"))
+    colorbar = figure.colorbar(image, ax=right, label=_("angle (rad)"))
     colorbar.set_ticks([0, math.pi, 2 * math.pi], labels=["0", "π", "2π"])
     fixed_layout(figure, ([0.155, 0.14, 0.33, 0.76], [0.6, 0.14, 0.28, 0.76],
                           [0.895, 0.14, 0.02, 0.76]))
@@ -101,15 +103,15 @@ def angle_precision(dtype: str = "bfloat16", dim: int = 64, base: float = 10000.
 
     figure, (left, right) = new_figure(1, 2, width=9.0, height=4.9)
     curves = {}
-    for axes, what in ((left, "phase error (rad)"), (right, "|cos error|")):
+    for axes, what in ((left, _("phase error (rad)")), (right, _("|cos error|"))):
         chosen, = axes.plot([], [], color=role("mistake"), lw=1.5, drawstyle="steps-post")
         reference, = axes.plot([], [], color=role("rope"), lw=1.5, label="float32",
                                drawstyle="steps-post")
         exact = axes.axvline(0, color=role("reference"), ls=":")
         curves[axes] = (chosen, reference, exact)
         axes.set_yscale("log")
-        axes.set(xlabel="position m", ylabel=f"{what}, worst pair", ylim=(1e-9, 10),
-                 xlim=(0, length))
+        axes.set(xlabel=_("position m"), ylabel=_("{what}, worst pair").format(what=what),
+                 ylim=(1e-9, 10), xlim=(0, length))
         log_ticks(axes, [1e-8, 1e-6, 1e-4, 1e-2, 1.0])
         axes.xaxis.set_major_locator(MaxNLocator(5))
     # Room at the bottom for one legend under both panels: inside, the curves (from 10⁻⁹
@@ -130,8 +132,8 @@ def angle_precision(dtype: str = "bfloat16", dim: int = 64, base: float = 10000.
             chosen.set_label(dtype if dtype != "float32" else "_chosen")
             exact.set_xdata([exact_up_to, exact_up_to])
             exact.set_visible(exact_up_to < length)
-            exact.set_label(f"{dtype}: integers exact up to {number(exact_up_to)}"
-                            if exact_up_to < length else "_exact")
+            exact.set_label(_("{dtype}: integers exact up to {limit}").format(
+                dtype=dtype, limit=number(exact_up_to)) if exact_up_to < length else "_exact")
         shown = [line for line in curves[left]
                  if line.get_visible() and not line.get_label().startswith("_")]
         entries = tuple(line.get_label() for line in shown)
@@ -141,8 +143,9 @@ def angle_precision(dtype: str = "bfloat16", dim: int = 64, base: float = 10000.
                 legend.remove()
             figure.legend(handles=shown, loc="lower center", ncols=len(shown),
                           borderaxespad=0.3)
-        left.set_title(f"Angle m·θᵢ in {dtype}, base {number(base)}")
-        right.set_title(f"cos(m·θᵢ) from the {dtype} angle")
+        left.set_title(_("Angle m·θᵢ in {dtype}, base {base}").format(dtype=dtype,
+                                                                      base=number(base)))
+        right.set_title(_("cos(m·θᵢ) from the {dtype} angle").format(dtype=dtype))
         return entries  # the legend and the marked integer limit
 
     return live(figure, update, animated=[*curves[left][:2], *curves[right][:2],
@@ -163,10 +166,10 @@ def singular_values(maps: dict):
         values = torch.linalg.svdvals(matrix.to(torch.float64))
         # a rotation (all singular values 1) in RoPE's blue; anything else is the bug
         rotation = bool(torch.allclose(values, torch.ones_like(values), atol=1e-6))
-        axes.plot(values, marker, ms=5, label=name,
+        axes.plot(values, marker, ms=5, label=_(name),
                   color=role("rope") if rotation else role("mistake"))
     axes.axhline(1.0, color=role("reference"), lw=1, ls=":")
-    axes.set(xlabel="index (largest first)", ylabel="singular value",
-             title="Singular values: a rotation has them all equal to 1")
+    axes.set(xlabel=_("index (largest first)"), ylabel=_("singular value"),
+             title=_("Singular values: a rotation has them all equal to 1"))
     axes.legend()
     return figure

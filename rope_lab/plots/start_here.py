@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     ROLE_COLOURS,
     ROLE_MEANINGS,
@@ -26,18 +27,18 @@ def visual_language():
     for row, name in enumerate(roles):
         y = len(roles) - row
         axes.plot([0.0, 0.9], [y, y], color=ROLE_COLOURS[name], lw=9, solid_capstyle="butt")
-        axes.text(1.15, y, ROLE_MEANINGS[name], va="center", fontsize=14)
+        axes.text(1.15, y, _(ROLE_MEANINGS[name]), va="center", fontsize=14)
     # the shades example in its own inset: it shows one role, not eight meanings
     inset = axes.inset_axes([0.72, 0.0, 0.28, 0.3])
     for j, colour in enumerate(shades("bias", 3)):
         inset.plot([0.32 * j, 0.25 + 0.32 * j], [0, 0], color=colour, lw=9,
                    solid_capstyle="butt")
-    inset.text(0.0, 0.6, "ordered items of one role:\nshades, darker first", fontsize=13,
+    inset.text(0.0, 0.6, _("ordered items of one role:\nshades, darker first"), fontsize=13,
                va="bottom")
     inset.set(xlim=(-0.05, 1.6), ylim=(-0.5, 2.2))
     inset.set_axis_off()
     axes.set(xlim=(-0.1, 9.6), ylim=(0.4, len(roles) + 0.6),
              )
-    axes.set_title("One colour, one meaning, in every figure of the course", fontsize=15)
+    axes.set_title(_("One colour, one meaning, in every figure of the course"), fontsize=15)
     axes.set_axis_off()
     return figure

@@ -13,6 +13,8 @@ import math
 import matplotlib
 from matplotlib.figure import Figure
 
+from rope_lab.i18n import N_
+
 # Okabe & Ito (2008), distinguishable under the common colour-vision deficiencies.
 PALETTE = (
     "#0072B2",  # blue
@@ -42,14 +44,15 @@ ROLE_COLOURS = {
     "context": "#666666",     # dark grey: guides, thresholds, unit circles, no position at all
 }
 ROLE_MEANINGS = {
-    "rope": "RoPE: the rotation and what it turns",
-    "key": "the key: second vector of a pair (k next to q)",
-    "absolute": "position vectors added to tokens",
-    "scaled": "RoPE stretched for long inputs (PI, NTK, YaRN)",
-    "bias": "a distance penalty on scores (ALiBi)",
-    "mistake": "a mistake: a seed's error, a bug",
-    "reference": "exact, reference or published value",
-    "context": "context: guides, limits, no position",
+    # in English; plots.start_here shows them in the course's language
+    "rope": N_("RoPE: the rotation and what it turns"),
+    "key": N_("the key: second vector of a pair (k next to q)"),
+    "absolute": N_("position vectors added to tokens"),
+    "scaled": N_("RoPE stretched for long inputs (PI, NTK, YaRN)"),
+    "bias": N_("a distance penalty on scores (ALiBi)"),
+    "mistake": N_("a mistake: a seed's error, a bug"),
+    "reference": N_("exact, reference or published value"),
+    "context": N_("context: guides, limits, no position"),
 }
 # An ordered quantity inside one role (heads by slope, dtypes by width) is a lightness ramp
 # of that role's colour, not new hues: darker = first. Lightness survives every

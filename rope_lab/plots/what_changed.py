@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rope_lab.i18n import N_
+from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     ROLE_COLOURS,
     SEQUENTIAL_CMAP,
@@ -29,43 +31,45 @@ TEXT = 12  # points at 90 dpi = 15 px, above the 14 px projector floor
 # panel title → variants (the first line of a panel is RoPE 1e4 from panel 2 on: the
 # comparison every 2024–2026 variant is read against)
 PANELS = {
-    "2021–2023 encodings": ("none", "learned", "sinusoidal", "alibi", "rope"),
-    "RoPE + zero-shot scaling": ("rope", "rope+linear", "rope+ntk", "rope+dynamic",
-                                 "rope+yarn"),
-    f"base {number(1e4)} → {number(5e5)}": ("rope", "rope-5e5"),
-    "p-RoPE (Gemma 4)": ("rope", "p-rope-0.75", "p-rope-0.25"),
-    "rotate less (NeoX, Llama 4)": ("rope", "partial-25", "nope-hybrid"),
-    "local/global (Gemma 3)": ("rope", "local-global", "local-global-1e4"),
+    N_("2021–2023 encodings"): ("none", "learned", "sinusoidal", "alibi", "rope"),
+    N_("RoPE + zero-shot scaling"): ("rope", "rope+linear", "rope+ntk", "rope+dynamic",
+                                     "rope+yarn"),
+    f"base {number(1e4)} → {number(5e5)}": ("rope", "rope-5e5"),  # "base" stays base in 中文
+    N_("p-RoPE (Gemma 4)"): ("rope", "p-rope-0.75", "p-rope-0.25"),
+    N_("rotate less (NeoX, Llama 4)"): ("rope", "partial-25", "nope-hybrid"),
+    N_("local/global (Gemma 3)"): ("rope", "local-global", "local-global-1e4"),
 }
 
 _DARK, _LIGHT = shades("rope", 2)  # RoPE variants: darker and lighter than RoPE's blue
 # variant → (direct label, colour, line style). Colours keep the course's meanings
 # (plots.style.ROLE_COLOURS): RoPE blue, added positions orange, ALiBi purple, scaled RoPE
-# green, no position grey; items of one role differ by line style and their label.
+# green, no position grey; items of one role differ by line style and their label. The
+# labels (and the names below) are English; the figures show them in the course's language.
 STYLE = {
     "none": ("NoPE", ROLE_COLOURS["context"], "-"),
-    "learned": ("learned", ROLE_COLOURS["absolute"], "-"),
-    "sinusoidal": ("sinusoidal", ROLE_COLOURS["absolute"], "--"),
+    "learned": (N_("learned"), ROLE_COLOURS["absolute"], "-"),
+    "sinusoidal": (N_("sinusoidal"), ROLE_COLOURS["absolute"], "--"),
     "alibi": ("ALiBi", ROLE_COLOURS["bias"], "-"),
     "rope": ("RoPE", ROLE_COLOURS["rope"], "-"),
     "rope+linear": ("PI", ROLE_COLOURS["scaled"], ":"),
     "rope+ntk": ("NTK", ROLE_COLOURS["scaled"], "--"),
-    "rope+dynamic": ("dyn. NTK", ROLE_COLOURS["scaled"], "-."),
+    "rope+dynamic": (N_("dyn. NTK"), ROLE_COLOURS["scaled"], "-."),
     "rope+yarn": ("YaRN", ROLE_COLOURS["scaled"], "-"),
     "rope-5e5": (number(5e5), _DARK, "--"),
     "p-rope-0.75": ("p = 0.75", _DARK, "--"),
     "p-rope-0.25": ("p = 0.25", _LIGHT, "-."),
-    "partial-25": ("25 % turn", _DARK, "--"),
-    "nope-hybrid": ("NoPE layer", _LIGHT, "-."),
-    "local-global": ("global 10⁶", _DARK, "--"),
-    "local-global-1e4": ("global 10⁴", _LIGHT, "-."),
+    "partial-25": (N_("25 % turn"), _DARK, "--"),
+    "nope-hybrid": (N_("NoPE layer"), _LIGHT, "-."),
+    "local-global": (N_("global 10⁶"), _DARK, "--"),
+    "local-global-1e4": (N_("global 10⁴"), _LIGHT, "-."),
 }
 # variant → its full name, for titles
-NAMES = {"none": "NoPE", "learned": "learned", "sinusoidal": "sinusoidal", "alibi": "ALiBi",
-         "rope": f"RoPE, base {number(1e4)}", "rope-5e5": f"RoPE, base {number(5e5)}",
-         "p-rope-0.75": "p-RoPE 0.75", "p-rope-0.25": "p-RoPE 0.25",
-         "partial-25": "partial rotary 25 %", "nope-hybrid": "RoPE + NoPE layer",
-         "local-global": "local/global", "local-global-1e4": "local/global, one base"}
+NAMES = {"none": "NoPE", "learned": N_("learned"), "sinusoidal": N_("sinusoidal"),
+         "alibi": "ALiBi", "rope": f"RoPE, base {number(1e4)}",
+         "rope-5e5": f"RoPE, base {number(5e5)}", "p-rope-0.75": "p-RoPE 0.75",
+         "p-rope-0.25": "p-RoPE 0.25", "partial-25": N_("partial rotary 25 %"),
+         "nope-hybrid": N_("RoPE + NoPE layer"), "local-global": N_("local/global"),
+         "local-global-1e4": N_("local/global, one base")}
 
 
 def _owner(results, variant):
@@ -130,16 +134,16 @@ def scheme_curves(results: dict, task: str = "copy"):
         low, high = 0.0, 1.08 * top
     else:
         low, high = 0.0, 1.04
-    figure.supylabel("loss on the copied tokens (nats)" if task == "copy"
-                     else "retrieval accuracy", fontsize=TEXT)
-    figure.supxlabel(f"test length, in multiples of the training length L = "
-                     f"{config['train_length']}", fontsize=TEXT)
+    figure.supylabel(_("loss on the copied tokens (nats)") if task == "copy"
+                     else _("retrieval accuracy"), fontsize=TEXT)
+    figure.supxlabel(_("test length, in multiples of the training length L = {length}").format(
+        length=config["train_length"]), fontsize=TEXT)
     seeds = len(config["seeds"])
-    what = "copy task: loss" if task == "copy" else "retrieval task: accuracy"
-    figure.suptitle(f"{what} against test length (line: mean of {seeds} seeds, "
-                    "bar: lowest to highest)", fontsize=TEXT + 1)
+    what = _("copy task: loss") if task == "copy" else _("retrieval task: accuracy")
+    figure.suptitle(_("{what} against test length (line: mean of {seeds} seeds, bar: lowest to "
+                      "highest)").format(what=what, seeds=seeds), fontsize=TEXT + 1)
     for axis, title in zip(axes.flat, PANELS, strict=True):
-        axis.set_title(title, fontsize=TEXT)
+        axis.set_title(_(title), fontsize=TEXT)
         axis.set_ylim(low, high)
         axis.set_xscale("log", base=2)
         axis.set_xlim(multiples[0] / 1.25, multiples[-1] * 1.25)
@@ -154,7 +158,7 @@ def scheme_curves(results: dict, task: str = "copy"):
             label, colour, style = STYLE[variant]
             values = drawn[variant]
             axis.plot(multiples, values.mean(0), style, color=colour, linewidth=2.4,
-                      marker="o", markersize=4, label=label)
+                      marker="o", markersize=4, label=_(label))
             shift = 2 ** (0.07 * (index - (len(variants) - 1) / 2))
             axis.vlines(multiples * shift, values.min(0), values.max(0), color=colour,
                         linewidth=2.5)
@@ -162,20 +166,20 @@ def scheme_curves(results: dict, task: str = "copy"):
     # height that the layout sets: place them, lay out, and place them again at the gap
     # (a label's line height as a fraction of a panel's y range) measured then.
     labels = []
-    for _ in range(2):
+    for _twice in range(2):
         canvas.draw()
         for label in labels:
             label.remove()
         gap = 1.5 * TEXT * figure.dpi / 72 / axes[0, 0].get_window_extent().height
         labels = []
         for axis, variants in zip(axes.flat, PANELS.values(), strict=True):
-            ends = [(multiples[-1], drawn[variant].mean(0)[-1], *STYLE[variant][:2])
-                    for variant in variants]
+            ends = [(multiples[-1], drawn[variant].mean(0)[-1], _(STYLE[variant][0]),
+                     STYLE[variant][1]) for variant in variants]
             labels += _direct_labels(axis, ends, low, high, gap)
     if task == "copy":
         for axis in axes.flat:
             axis.axhline(results["guess_loss"], color=ROLE_COLOURS["context"], linewidth=1)
-        axes[0, 0].annotate("uniform guess", (multiples[0], results["guess_loss"]),
+        axes[0, 0].annotate(_("uniform guess"), (multiples[0], results["guess_loss"]),
                             xytext=(0, 3), textcoords="offset points", fontsize=TEXT,
                             color=ROLE_COLOURS["context"])
     return figure
@@ -199,32 +203,33 @@ def depth_heatmaps(results: dict, variants=("rope", "rope-5e5", "learned", "alib
         largest_range = max(largest_range, float(np.nanmax(per_seed.max(0) - per_seed.min(0))))
         image = axis.imshow(mean, origin="upper", aspect="auto", cmap=SEQUENTIAL_CMAP,
                             vmin=0, vmax=1)
-        axis.set_title(NAMES[variant], fontsize=TEXT)
+        axis.set_title(_(NAMES[variant]), fontsize=TEXT)
         axis.set_xticks(range(len(multiples)), labels=[f"{k}×" for k in multiples])
-        axis.set_yticks([0, bins - 1], labels=["start", "end"])
+        axis.set_yticks([0, bins - 1], labels=[_("start"), _("end")])
         axis.tick_params(labelsize=TEXT)
         axis.grid(False)
     for axis in axes[:, 0]:
-        axis.set_ylabel("needle depth", fontsize=TEXT)
+        axis.set_ylabel(_("needle depth"), fontsize=TEXT)
     for axis in axes[1]:
-        axis.set_xlabel("test length", fontsize=TEXT)
+        axis.set_xlabel(_("test length"), fontsize=TEXT)
     colourbar = figure.colorbar(image, ax=axes, shrink=0.8)
-    colourbar.set_label("accuracy (mean of seeds)", fontsize=TEXT)
+    colourbar.set_label(_("accuracy (mean of seeds)"), fontsize=TEXT)
     colourbar.ax.tick_params(labelsize=TEXT)
-    figure.suptitle(f"retrieval accuracy by depth and length ({len(config['seeds'])} seeds; "
-                    f"largest seed range in a cell {largest_range:.2f})", fontsize=TEXT + 1)
+    figure.suptitle(_("retrieval accuracy by depth and length ({seeds} seeds; largest seed "
+                      "range in a cell {largest:.2f})").format(
+                          seeds=len(config["seeds"]), largest=largest_range), fontsize=TEXT + 1)
     return figure
 
 
 ABLATION_GROUPS = (
     ("RoPE", "rope", ("rope", "rope+window")),
     ("ALiBi", "bias", ("alibi", "alibi+window")),
-    ("learned", "absolute", ("learned", "learned+zeroed", "learned+redrawn")),
+    (N_("learned"), "absolute", ("learned", "learned+zeroed", "learned+redrawn")),
 )
-ABLATION_LABELS = {"rope": "as\ntrained", "rope+window": "offsets\n< L",
-                   "alibi": "as\ntrained", "alibi+window": "offsets\n< L",
-                   "learned": "as\ntrained", "learned+zeroed": "rows\n≥ L\n= 0",
-                   "learned+redrawn": "rows\n≥ L\nrandom"}
+ABLATION_LABELS = {"rope": N_("as\ntrained"), "rope+window": N_("offsets\n< L"),
+                   "alibi": N_("as\ntrained"), "alibi+window": N_("offsets\n< L"),
+                   "learned": N_("as\ntrained"), "learned+zeroed": N_("rows\n≥ L\n= 0"),
+                   "learned+redrawn": N_("rows\n≥ L\nrandom")}
 
 
 @course_style
@@ -254,7 +259,7 @@ def ablations(results: dict):
             left.plot([position] * len(values), values, "o", color=ROLE_COLOURS["reference"],
                       markersize=6)
             ticks.append(position)
-            labels.append(ABLATION_LABELS[variant])
+            labels.append(_(ABLATION_LABELS[variant]))
             position += 1
         groups.append((name, colour, (first + position - 1) / 2))
         position += 0.4
@@ -263,13 +268,13 @@ def ablations(results: dict):
     left.set_ylim(low, high * 2.2)  # room for the group names
     log_ticks(left, y_ticks=one_two_five(low, high * 2.2))
     for name, colour, centre in groups:
-        left.annotate(name, (centre, 1), xycoords=("data", "axes fraction"), xytext=(0, -6),
+        left.annotate(_(name), (centre, 1), xycoords=("data", "axes fraction"), xytext=(0, -6),
                       textcoords="offset points", ha="center", va="top", fontsize=TEXT,
                       color=readable(colour))
     left.set_xticks(ticks, labels=labels, fontsize=TEXT)
     left.tick_params(labelsize=TEXT)
-    left.set_ylabel(f"copy loss at {longest}× L (nats)", fontsize=TEXT)
-    left.set_title("hide what lies past L (dots: seeds)", fontsize=TEXT)
+    left.set_ylabel(_("copy loss at {longest}× L (nats)").format(longest=longest), fontsize=TEXT)
+    left.set_title(_("hide what lies past L (dots: seeds)"), fontsize=TEXT)
     multiples = np.array(config["multiples"])
     squeezed = seed_matrix(results, "rope+linear@L", "copy", "loss")
     scaled = ROLE_COLOURS["scaled"]
@@ -284,15 +289,16 @@ def ablations(results: dict):
     right.set_xticks(multiples, labels=[f"{k}" for k in multiples])
     right.minorticks_off()
     right.tick_params(labelsize=TEXT)
-    right.annotate("PI,\nfactor k", (multiples[-1], squeezed.mean(0)[-1]), xytext=(0, -12),
+    right.annotate(_("PI,\nfactor k"), (multiples[-1], squeezed.mean(0)[-1]), xytext=(0, -12),
                    textcoords="offset points", ha="right", va="top", fontsize=TEXT,
                    color=readable(scaled))
-    right.annotate("RoPE, no PI", (1, plain.max()), xycoords=("axes fraction", "data"),
+    right.annotate(_("RoPE, no PI"), (1, plain.max()), xycoords=("axes fraction", "data"),
                    xytext=(-4, 4), textcoords="offset points", ha="right", va="bottom",
                    fontsize=TEXT, color=ROLE_COLOURS["rope"])
-    right.set_xlabel("PI factor k", fontsize=TEXT)
-    right.set_ylabel(f"copy loss at L = {config['train_length']}", fontsize=TEXT)
-    right.set_title("PI at length L", fontsize=TEXT)
-    figure.suptitle(f"copy-task ablations ({len(config['seeds'])} seeds): what breaks, "
-                    "and what is never used", fontsize=TEXT + 1)
+    right.set_xlabel(_("PI factor k"), fontsize=TEXT)
+    right.set_ylabel(_("copy loss at L = {length}").format(length=config["train_length"]),
+                     fontsize=TEXT)
+    right.set_title(_("PI at length L"), fontsize=TEXT)
+    figure.suptitle(_("copy-task ablations ({seeds} seeds): what breaks, and what is never "
+                      "used").format(seeds=len(config["seeds"])), fontsize=TEXT + 1)
     return figure
