@@ -11,6 +11,7 @@ it; ``make set-repository URL=...`` rewrites them all and a test keeps them in s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 # Where the course is published (change it with `make set-repository URL=...`).
 REPOSITORY = "https://github.com/rope-lab/rope_lab"
@@ -83,3 +84,19 @@ def colab_url(filename: str) -> str:
     """The link that opens a notebook of the course in Google Colab."""
     return f"https://colab.research.google.com/github/{REPOSITORY.split('github.com/')[1]}" \
         f"/blob/{BRANCH}/notebooks/{filename}"
+
+
+def notebook_files(folder: Path, pattern: str = "*.ipynb", *,
+                   recursive: bool = False) -> list[Path]:
+    """The files of ``folder`` matching ``pattern`` (below it too when ``recursive``), sorted.
+
+    Leaves out what JupyterLab writes next to the course: the copies it keeps in
+    ``.ipynb_checkpoints/`` (``00_start_here-checkpoint.ipynb``), the temporary ``.~name``
+    files of a save in progress, anything in another hidden folder. Every place that lists
+    notebooks (the tests, the book) goes through here, so running the course in JupyterLab
+    never adds a notebook to them.
+    """
+    folder = Path(folder)
+    found = folder.rglob(pattern) if recursive else folder.glob(pattern)
+    return sorted(path for path in found if path.is_file()
+                  and not any(part.startswith(".") for part in path.relative_to(folder).parts))
