@@ -212,42 +212,64 @@ def clean_filter() -> str:
     return command.replace("'$(abspath $(PY))'", f"'{sys.executable}'")
 
 
-def test_every_notebook_is_committed_as_a_saved_one_is_cleaned():
+def stored_notebooks() -> dict[str, str]:
+    """Each notebook as the repository stores it: git's index, not the working file (which
+    holds a class's outputs and JupyterLab's metadata until git's filter strips them); the
+    working file where git has none (a new notebook, a copy without .git)."""
+    paths = {str(path.relative_to(ROOT)): path for path in committed_notebooks()}
+    stored = {}
+    if (ROOT / ".git").exists():
+        batch = subprocess.run(["git", "cat-file", "--batch"], cwd=ROOT, capture_output=True,
+                               input="".join(f":{name}\n" for name in paths).encode(),
+                               check=True).stdout
+        for name in paths:
+            header, _, batch = batch.partition(b"\n")
+            if header.endswith(b" missing"):
+                continue
+            size = int(header.split()[2])
+            stored[name], batch = batch[:size].decode("utf-8"), batch[size + 1:]
+    return {name: stored.get(name) or path.read_text(encoding="utf-8")
+            for name, path in paths.items()}
+
+
+def test_every_notebook_is_stored_as_a_saved_one_is_cleaned(tmp_path):
     """What JupyterLab saves, cleaned by git's filter, is byte for byte what is committed.
 
-    Two halves: the filter leaves the committed notebook unchanged (nbstripout --verify), and
+    Two halves: the filter leaves the stored notebook unchanged (nbstripout --verify), and
     the file is in nbformat's own layout, which the filter writes. A notebook made by a
     script with other metadata or layout would show as modified after a class saves it.
     """
     pytest.importorskip("nbstripout")
     import nbformat
 
-    paths = committed_notebooks()
+    stored = stored_notebooks()
+    for name, text in stored.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
     verify = subprocess.run(f"{clean_filter()} --verify "
-                            + " ".join(f"'{path}'" for path in paths), shell=True,
+                            + " ".join(f"'{tmp_path / name}'" for name in stored), shell=True,
                             capture_output=True, text=True)
     assert verify.returncode == 0, (
         "git's clean filter would change these notebooks (their outputs, execution counts or "
         "metadata.language_info are committed):\n" + verify.stdout + verify.stderr
         + f"fix: {clean_filter()} FILE")
-    for path in paths:
-        text = path.read_text(encoding="utf-8")
+    for name, text in stored.items():
         layout = nbformat.writes(nbformat.reads(text, as_version=nbformat.NO_CONVERT))
         assert text == layout.rstrip("\n") + "\n", (
-            f"{path.relative_to(ROOT)} is not in nbformat's layout (1-space indent, sorted "
-            f"keys, unescaped text): fix: {clean_filter()} {path.relative_to(ROOT)}")
+            f"{name} is not in nbformat's layout (1-space indent, sorted keys, unescaped "
+            f"text): fix: {clean_filter()} {name}")
 
 
 def test_every_notebook_names_the_kernel_jupyterlab_writes():
-    """On save JupyterLab writes the running kernel's spec into the notebook; committing the
+    """On save JupyterLab writes the running kernel's spec into the notebook; storing the
     same one keeps a saved notebook unchanged (and opens it without a kernel dialog)."""
     from jupyter_client.kernelspec import KernelSpecManager
 
     spec = KernelSpecManager().get_kernel_spec("python3")
     expected = {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
-    wrong = {str(path.relative_to(ROOT)): json.loads(path.read_text())["metadata"].get(
-        "kernelspec") for path in committed_notebooks()}
-    wrong = {name: spec for name, spec in wrong.items() if spec != expected}
+    found = {name: json.loads(text)["metadata"].get("kernelspec")
+             for name, text in stored_notebooks().items()}
+    wrong = {name: kernelspec for name, kernelspec in found.items() if kernelspec != expected}
     assert not wrong, f"set metadata.kernelspec to {expected} in {wrong}"
 
 
@@ -272,7 +294,7 @@ def test_a_notebook_saved_with_outputs_is_committed_stripped(tmp_path):
     _git("add", "00.ipynb", cwd=tmp_path, check=True)
     stored = json.loads(_git("show", ":00.ipynb", cwd=tmp_path, check=True).stdout)
     assert not _dirty_cells(stored)
-    assert stored == json.loads(source.read_text())  # ids and metadata kept as committed
+    assert stored == committed_form(source)  # ids and metadata kept as committed
 
 
 def test_readme_shows_the_two_commands_and_every_notebook():

@@ -49,14 +49,6 @@ MEASURE = """img => ({
 
 
 @pytest.fixture(scope="module")
-def executed_site(tmp_path_factory) -> Path:
-    """The book built as ``make book`` builds it: every notebook executed, once."""
-    out = tmp_path_factory.mktemp("executed-book") / "site"
-    book.build(out, NOTEBOOKS, run=True, log=lambda _: None)
-    return out
-
-
-@pytest.fixture(scope="module")
 def offline_page(chromium, executed_site):
     from playwright.sync_api import sync_playwright
 
