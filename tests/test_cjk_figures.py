@@ -43,9 +43,26 @@ def test_the_registered_family_is_the_font_file_s_own_name():
     assert style.CJK_FAMILY == fontTools.TTFont(style.CJK_FONT)["name"].getDebugName(1)
     assert any(entry.fname == str(style.CJK_FONT)
                for entry in font_manager.fontManager.ttflist)
-    assert style.register_cjk_font() == style.CJK_FAMILY  # again: no second entry
-    assert sum(entry.fname == str(style.CJK_FONT)
-               for entry in font_manager.fontManager.ttflist) == 1
+    assert style.register_cjk_font() == style.CJK_FAMILY  # again: no second set of entries
+    weights = sorted(entry.weight for entry in font_manager.fontManager.ttflist
+                     if entry.fname == str(style.CJK_FONT))
+    assert weights == list(range(100, 1000, 100))  # one file, listed under every weight
+
+
+def test_bold_text_logs_nothing(caplog):
+    """matplotlib logs "Failed to find font weight bold for ..." for every family of the list
+    that lacks the weight: a line on stderr under every bold title of a notebook."""
+    @style.course_style
+    def bold() -> Figure:
+        figure = Figure(figsize=(3, 2))
+        axes = figure.add_subplot()
+        axes.set_title("Summary 总结", fontweight="bold")
+        axes.set_xlabel("distance 距离", fontweight="semibold")
+        return figure
+
+    with caplog.at_level("WARNING", logger="matplotlib"):
+        _pixels(bold())
+    assert [r.getMessage() for r in caplog.records if style.CJK_FAMILY in r.getMessage()] == []
 
 
 def test_a_chinese_title_draws_real_glyphs_without_warnings():

@@ -297,6 +297,71 @@ def test_a_notebook_saved_with_outputs_is_committed_stripped(tmp_path):
     assert stored == committed_form(source)  # ids and metadata kept as committed
 
 
+def lab_config() -> dict:
+    """lab/jupyter_server_config.py as Jupyter loads it: its namespace and the config."""
+    import runpy
+
+    from traitlets.config import Config
+
+    config = Config()
+    namespace = runpy.run_path(str(ROOT / "lab" / "jupyter_server_config.py"),
+                               init_globals={"get_config": lambda: config})
+    return {"namespace": namespace, "config": config}
+
+
+def test_make_lab_configures_jupyterlab_from_lab():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^\tJUPYTER_CONFIG_PATH=lab \$\(VENV\)/bin/jupyter lab ", makefile, re.M)
+    config = lab_config()["config"]
+    assert config.LabApp.news_url is None and config.LabApp.custom_css is True
+    served = config.ServerApp.tornado_settings["static_custom_path"]
+    assert [Path(folder) for folder in served] == [ROOT / "rope_lab" / "book_assets"]
+    assert (ROOT / "rope_lab" / "book_assets" / "custom.css").exists()
+    overrides = json.loads((ROOT / "lab" / "labconfig" / "default_setting_overrides.json")
+                           .read_text())
+    assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
+def test_a_saved_notebook_is_clean_in_git_status_and_an_edited_one_is_not(tmp_path):
+    """git status lists a notebook whose size changed as modified without running the clean
+    filter; the lab's post-save hook makes git compare content instead."""
+    pytest.importorskip("nbstripout")
+    lab = lab_config()
+    hook = lab["namespace"]["git_compares_saved_notebooks"]
+    assert lab["config"].ContentsManager.post_save_hook is hook
+    _git("init", "-q", cwd=tmp_path, check=True)
+    (tmp_path / ".gitattributes").write_text((ROOT / ".gitattributes").read_text())
+    _git("config", "filter.nbstripout.clean", clean_filter(), cwd=tmp_path, check=True)
+    _git("config", "filter.nbstripout.smudge", "cat", cwd=tmp_path, check=True)
+    (tmp_path / "sub dir").mkdir()
+    path = tmp_path / "sub dir" / "00.ipynb"
+    path.write_text((ROOT / "notebooks" / "00_start_here.ipynb").read_text())
+    _git("add", "-A", cwd=tmp_path, check=True)
+    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x", cwd=tmp_path,
+         check=True)
+    notebook = json.loads(path.read_text())
+    code = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
+    code["execution_count"] = 1
+    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["ran\n"]}]
+    path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+
+    def status() -> str:
+        return _git("status", "--porcelain", cwd=tmp_path, check=True).stdout
+
+    assert status() == ' M "sub dir/00.ipynb"\n'  # git's size shortcut: the hook's reason
+    assert _git("diff", "--quiet", cwd=tmp_path).returncode == 0  # the content is unchanged
+    hook(model={"type": "notebook"}, os_path=str(path), contents_manager=None)
+    assert status() == ""
+    assert _git("diff", "--cached", "--quiet", cwd=tmp_path).returncode == 0  # nothing staged
+    notebook["cells"][1]["source"] = ["# edited in class\n"]
+    path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    hook(model={"type": "notebook"}, os_path=str(path), contents_manager=None)
+    assert status() == ' M "sub dir/00.ipynb"\n'  # a real edit still shows
+    hook(model={"type": "file"}, os_path=str(tmp_path / "x.txt"), contents_manager=None)
+    hook(model={"type": "notebook"}, os_path="/nonexistent/x.ipynb", contents_manager=None)
+
+
 def test_readme_shows_the_two_commands_and_every_notebook():
     readme = (ROOT / "README.md").read_text()
     assert "make lab" in readme and "make test" in readme

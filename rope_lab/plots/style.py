@@ -86,11 +86,23 @@ CJK_FONT = Path(__file__).resolve().parents[1] / "book_assets" / "cjk-subset.otf
 
 
 def register_cjk_font() -> str:
-    """Add :data:`CJK_FONT` to matplotlib's font list (once); return its family name."""
+    """Add :data:`CJK_FONT` to matplotlib's font list (once); return its family name.
+
+    The font has one weight. It is listed under every weight, 100 to 900, so that a bold
+    title finds it too: its Chinese is then drawn at the regular weight, where matplotlib
+    would otherwise log "findfont: Failed to find font weight bold for Noto Sans CJK SC"
+    for every bold text, Chinese or not (a line on stderr in a notebook).
+    """
+    import dataclasses
+
     from matplotlib import font_manager
 
-    if not any(entry.fname == str(CJK_FONT) for entry in font_manager.fontManager.ttflist):
+    fonts = font_manager.fontManager.ttflist
+    if not any(entry.fname == str(CJK_FONT) for entry in fonts):
         font_manager.fontManager.addfont(CJK_FONT)
+        regular = next(entry for entry in fonts if entry.fname == str(CJK_FONT))
+        fonts += [dataclasses.replace(regular, weight=weight)
+                  for weight in range(100, 1000, 100) if weight != regular.weight]
     return font_manager.FontProperties(fname=CJK_FONT).get_name()
 
 
