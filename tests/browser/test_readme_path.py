@@ -94,9 +94,12 @@ def _git(root: Path, *args: str) -> str:
                           check=True).stdout
 
 
-def fresh_clone(target: Path) -> Path:
+def fresh_clone(target: Path, make: str) -> Path:
     """The repository as a fresh clone has it, with the working tree's uncommitted changes:
-    every file git tracks or would add, committed (unfiltered) into a new repository."""
+    every file git tracks or would add, committed into a new repository as git would commit
+    it (through the notebook filter that `make notebook-filter` sets up, which is also all
+    of `make lab`'s install that touches the repository). Run in a checkout whose notebooks
+    were run and saved, it commits them stripped, as their own git does."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
                              "--exclude-standard"], cwd=ROOT, capture_output=True,
                             check=True).stdout.decode().split("\0")
@@ -106,7 +109,9 @@ def fresh_clone(target: Path) -> Path:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
     _git(target, "init", "-q")
-    _git(target, "-c", "filter.nbstripout.clean=cat", "add", "-A")
+    subprocess.run([make, "--no-print-directory", "-s", "notebook-filter",
+                    f"PY={sys.executable}"], cwd=target, check=True, capture_output=True)
+    _git(target, "add", "-A")
     _git(target, "-c", "user.name=rope_lab", "-c", "user.email=rope_lab@localhost",
          "commit", "-q", "-m", "fresh clone")
     return target
@@ -119,9 +124,7 @@ def readme_path(chromium, tmp_path_factory):
     if make is None:
         pytest.skip("no `make` here: the README path starts with it")
     home = tmp_path_factory.mktemp("readme-path", numbered=False)
-    clone = fresh_clone(home / "rope_lab")
-    subprocess.run([make, "--no-print-directory", "-s", "notebook-filter",
-                    f"PY={sys.executable}"], cwd=clone, check=True, capture_output=True)
+    clone = fresh_clone(home / "rope_lab", make)
     notebooks = notebook_files(clone / "notebooks", recursive=True)
     record = {"clone": clone, "notebooks": notebooks, "seconds": {}, "errors": {},
               "dirty_after_save": [], "fonts": {}, "news": [], "console": []}
