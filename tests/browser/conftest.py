@@ -233,17 +233,24 @@ def executed_site(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def browser_context(chromium, tmp_path_factory):
-    """A headless Chromium with a fresh profile (Playwright drives it over CDP)."""
+def playwright_driver(chromium):
+    """Playwright, once for the session: its sync API cannot start a second time while one
+    runs, so every test that drives a browser launches it from here."""
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),
-            executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 900},
-        )
-        try:
-            yield context
-        finally:
-            context.close()
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def browser_context(chromium, playwright_driver, tmp_path_factory):
+    """A headless Chromium with a fresh profile (Playwright drives it over CDP)."""
+    context = playwright_driver.chromium.launch_persistent_context(
+        str(tmp_path_factory.mktemp("chromium-profile")),
+        executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
+        viewport={"width": 1280, "height": 900},
+    )
+    try:
+        yield context
+    finally:
+        context.close()
