@@ -313,7 +313,9 @@ def test_pages_set_every_text_in_a_stack_that_ends_with_the_cjk_font(tmp_path):
                      "--jp-code-font-family-default"):
         stack = re.search(variable + r":([^;]+);", css)[1]
         assert re.search(r'"rope_lab CJK( mono)?"\s*$', stack), (variable, stack)
-    assert len(re.findall(r"(?<![-\w])font-family:", css)) == 2  # the two @font-face rules
+    # the two @font-face rules, and code shown as HTML (show_source) in the code font
+    rules = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    assert len(re.findall(r"(?<![-\w])font-family:", rules)) == 3
     assert "var(--jp-content-font-family)" in (out / "index.html").read_text()
 
 

@@ -5,8 +5,9 @@ executed) is opened from disk in headless Chromium at 1280 × 800, the network c
 every page:
 
 - every printed output (a ``print`` of a table: 06's results and θ′/θ tables, 05's minimum
-  bases, 00's environment report, 11's ``check_rotary`` tables) is set in the code's
-  monospace font, so its columns line up: ten "i" are as wide as ten "M";
+  bases, 00's environment report, 11's ``check_rotary`` tables) and every code shown as HTML
+  (``show_source``) is set in the code's monospace font, so its columns line up: ten "i"
+  are as wide as ten "M";
 - the page logs no error to the console;
 - notebook 00's course map links to the book's own pages, not to Colab (only the navigation
   line offers Colab).
@@ -32,7 +33,7 @@ from rope_lab.course import NOTEBOOKS as COURSE  # noqa: E402
 NOTEBOOKS = book.course_notebooks()
 
 # Each printed output's font, and whether narrow and wide letters take the same width in it.
-PRINTED = """() => [...document.querySelectorAll('.jp-RenderedText pre')].map((pre, index) => {
+PRINTED = """() => [...document.querySelectorAll('.jp-OutputArea-output pre')].map((pre, index) => {
     const measure = text => {
         const span = document.createElement('span');
         span.textContent = text;
