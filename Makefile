@@ -25,11 +25,13 @@ LAB_STAMP := $(VENV)/.installed-lab
 TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: lab test install install-test lint unit notebooks browser chromium book compat \
-	set-repository cjk-font stall-check translations clean
+	set-repository cjk-font notebook-filter stall-check translations clean
 
-# Jupyter refuses to run as root without --allow-root (containers, CI images).
+# JupyterLab with the course's settings (lab/: no news pop-up, the Chinese font, encrypted
+# kernel connections); your own ~/.jupyter settings still apply on top. Jupyter refuses to
+# run as root without --allow-root (containers, CI images).
 lab: install
-	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
+	JUPYTER_CONFIG_PATH=lab $(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 test: install-test lint unit notebooks browser compat
 
@@ -39,8 +41,8 @@ install-test: $(TEST_STAMP)
 # One recipe for both sets: a venv, torch through pip (it honours the machine's pip
 # configuration and, with TORCH=cpu, PyTorch's CPU index), then the rest through uv, which
 # installs ~140 packages in seconds (pip takes minutes), and pip again if uv cannot.
-# Afterwards git strips notebook outputs on commit (nbstripout as a clean filter), so a
-# notebook saved after a class never dirties the repository.
+# Afterwards git strips notebook outputs on commit (`make notebook-filter`), so a notebook
+# saved after a class never dirties the repository.
 define install_set
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11, 5), "make needs Python 3.11.5 or newer, found " + sys.version.split()[0] + ": install one (python.org, your package manager or pyenv) and run make PYTHON=python3.11 ..."'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,13 +51,23 @@ define install_set
 	  && $(if $(filter cpu,$(TORCH)),$(PY) -m pip install --quiet --index-url $(TORCH_CPU_INDEX) "torch==$(TORCH_VERSION)" && touch $(VENV)/.torch-cpu,$(PY) -m pip install --quiet --constraint constraints.txt "torch==$(TORCH_VERSION)") \
 	  && $(if $(filter uv,$(INSTALLER)),{ $(VENV)/bin/uv pip install --quiet --python $(PY) --constraint constraints.txt --editable ".[$(1)]" || { echo "make: uv could not install; trying pip (slower)"; $(PY) -m pip install --quiet --constraint constraints.txt --editable ".[$(1)]"; }; },$(PY) -m pip install --quiet --constraint constraints.txt --editable ".[$(1)]"); \
 	} || { echo "make: installing the course failed (see pip's or uv's message above). It installs from PyPI: check the network or proxy (pip config list shows pip's settings), then run make again."; exit 1; }
+	@$(MAKE) --no-print-directory notebook-filter PY='$(PY)'
+endef
+
+# What git stores of a notebook (.gitattributes): nbstripout's clean filter drops outputs,
+# execution counts and widget state, keeps the cell ids (the claims inventory cites them),
+# and drops metadata.language_info, which JupyterLab rewrites from the running kernel on
+# every save (Python's version among it). The kernelspec stays: the notebooks are committed
+# with the one JupyterLab writes ("Python 3 (ipykernel)"), so a saved notebook equals the
+# committed one and `git status` stays clean (tests/browser/test_readme_path.py checks it).
+NBSTRIPOUT = '$(abspath $(PY))' -m nbstripout --keep-id --extra-keys metadata.language_info
+notebook-filter:
 	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
-		git config filter.nbstripout.clean "'$(abspath $(PY))' -m nbstripout --keep-id" && \
+		git config filter.nbstripout.clean "$(NBSTRIPOUT)" && \
 		git config filter.nbstripout.smudge cat && \
-		git config diff.ipynb.textconv "'$(abspath $(PY))' -m nbstripout --keep-id -t" && \
+		git config diff.ipynb.textconv "$(NBSTRIPOUT) -t" && \
 		echo "make: git now strips notebook outputs on commit (nbstripout, see .gitattributes)"; \
 	fi
-endef
 
 # Re-install whenever the dependency list or the lock file changes.
 $(LAB_STAMP): pyproject.toml constraints.txt Makefile
@@ -114,7 +126,8 @@ translations: install-test
 	$(PY) -m rope_lab.i18n update
 	$(PY) -m rope_lab.i18n build
 
-# Rebuild the book's Chinese web font after adding Chinese text (needs fonts-noto-cjk once).
+# Rebuild the course's Chinese font (rope_lab/book_assets/cjk-subset.otf: the book, the lab
+# and the figures) after adding Chinese text outside GB 2312 level 1 (needs fonts-noto-cjk).
 cjk-font: install-test
 	$(PY) scripts/cjk_font.py
 

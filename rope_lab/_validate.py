@@ -237,6 +237,9 @@ def check_rotary_dim(rotary_dim, dim: int) -> int:
     return rotary_dim
 
 
+_INTEGER_DTYPES = frozenset((torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64))
+
+
 def as_positions(positions, *, device=None, name: str = "positions") -> torch.Tensor:
     """Turn ints, floats, ranges, lists, numpy arrays or tensors into a finite tensor.
 
@@ -248,10 +251,12 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
     """
     meta_target = device is not None and getattr(device, "type", device) == "meta"
     if isinstance(positions, torch.Tensor):
-        if not meta_target:
+        if positions.is_meta and not meta_target:
             check_has_data(positions, name)
         tensor = positions if device is None or positions.device == device \
             else positions.to(device)
+        if tensor.dtype in _INTEGER_DTYPES:  # the common case: nothing to read, nothing to check
+            return tensor
     elif isinstance(positions, (int, float, range, Sequence)) or hasattr(positions, "__array__"):
         if isinstance(positions, bool):
             raise TypeError(f"{name} must be numbers, got {positions!r}")
@@ -292,6 +297,9 @@ def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size) -> N
     ``(batch, seq)`` positions against ``(batch, heads, seq, dim)`` queries, which align with
     the *heads* dimension when batch == heads.
     """
+    shape = positions.shape
+    if (shape, batch_shape) in _shapes_that_broadcast:
+        return
     seq = batch_shape[-1]
     if positions.ndim == 0 or positions.shape[-1] != seq:
         got = "a single position" if positions.ndim == 0 else f"{positions.shape[-1]} positions"
@@ -317,6 +325,14 @@ def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size) -> N
             f"{tuple(batch_shape)}; expected a shape like ({seq},) or one that "
             f"broadcasts to {tuple(batch_shape)}"
         )
+    if len(_shapes_that_broadcast) >= 256:
+        _shapes_that_broadcast.clear()
+    _shapes_that_broadcast.add((shape, batch_shape))
+
+
+# (positions shape, x.shape[:-1]) pairs that passed check_positions_shape: a model calls with
+# the same few shapes on every layer and step.
+_shapes_that_broadcast: set = set()
 
 
 def check_inv_freq(inv_freq, expected_len: int) -> torch.Tensor:

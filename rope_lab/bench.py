@@ -261,8 +261,9 @@ def decode_functions(shape=DECODE_SHAPE, *, device="cpu", dtype=torch.float32,
     ``shape`` (batch, heads, new tokens, head dim) for q and for k. Hugging Face's path is
     transformers' own code as a Llama layer runs it: ``LlamaRotaryEmbedding.forward`` (cos and
     sin from the position ids) and ``apply_rotary_pos_emb`` (q and k). Ours: ``apply_rope`` on
-    q and on k with the same ids (as ``(batch, 1, seq)``), in place, and with the default
-    positions 0 … seq − 1. Raises ImportError without transformers.
+    q and on k with the same ids (as ``(batch, 1, seq)``), in place, with the default
+    positions 0 … seq − 1, and ``RotaryEmbedding(q, k, ids)`` (on CUDA q and k in one
+    launch). Raises ImportError without transformers.
     """
     import transformers
     from transformers.models.llama import modeling_llama
@@ -282,6 +283,7 @@ def decode_functions(shape=DECODE_SHAPE, *, device="cpu", dtype=torch.float32,
     rotary = modeling_llama.LlamaRotaryEmbedding(config=config).to(device)
     apply_rotary = modeling_llama.apply_rotary_pos_emb
     q_scratch, k_scratch = q.clone(), k.clone()
+    module = rl.RotaryEmbedding(dim, base).to(device)
 
     def hf():
         cos, sin = rotary(q, ids)
@@ -296,6 +298,7 @@ def decode_functions(shape=DECODE_SHAPE, *, device="cpu", dtype=torch.float32,
                      rope.apply_rope_(k_scratch, positions)),
         "apply_rope(q), apply_rope(k), no ids":
             lambda: (rl.apply_rope(q), rl.apply_rope(k)),
+        "RotaryEmbedding(q, k, ids)": lambda: module(q, k, positions),
     }
 
 
@@ -383,11 +386,24 @@ def machine_roofline(*, device="cpu", megabytes: int = 64, matmul_size: int = 51
 def committed_results() -> dict:
     """Benchmark JSON files shipped with the package (``rope_lab/benchmarks/*.json``), by name.
 
-    Each holds one ``python -m rope_lab.bench --json`` run with its provenance.
+    Each holds one ``python -m rope_lab.bench --json`` run with its provenance (the GPU
+    records of ``scripts/gpu_check.py`` are :func:`committed_gpu_records`).
     """
+    return {name: run for name, run in _committed_json("benchmarks").items() if "results" in run}
+
+
+def committed_gpu_records() -> dict:
+    """``scripts/gpu_check.py`` records shipped with the package
+    (``rope_lab/benchmarks/gpu/*.json``), by file name: correctness, speed, per-call cost,
+    syncs, graphs and compile on one GPU, with its provenance."""
+    return {name: run for name, run in _committed_json("benchmarks/gpu").items()
+            if "speed" in run and "correct" in run}
+
+
+def _committed_json(folder_name: str) -> dict:
     from importlib import resources
 
-    folder = resources.files("rope_lab") / "benchmarks"
+    folder = resources.files("rope_lab").joinpath(*folder_name.split("/"))
     if not folder.is_dir():
         return {}
     return {item.name: json.loads(item.read_text()) for item in sorted(

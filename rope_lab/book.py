@@ -2,15 +2,18 @@
 
 ``python -m rope_lab.book`` executes every notebook and writes ``build/book/``: an index page
 with the course map (:data:`rope_lab.course.NOTEBOOKS`), one HTML page per notebook with its
-figures inline, and links between notebooks that point at the other pages. A widget cannot
+figures inline, and links between notebooks that point at the other pages (notebook 00's
+course map, which links to Colab in a notebook, links to the pages here). A widget cannot
 move on a static page, so each widget output is replaced by the figure its panel drew at the
 default settings, with a note saying so. The command exits non-zero when a page is missing,
 shows an error or stderr output, or links to a page that does not exist.
 
 The site works offline (a classroom may have no network): MathJax is copied into it from
 the ``jupyter-server-mathjax`` package (the ``book`` extra), and the Chinese words of the
-course render from a small web font shipped in ``rope_lab/book_assets/`` (made by
-``scripts/cjk_font.py``), so no CDN and no system CJK font are needed.
+course, in prose, code and outputs, render from the font shipped in ``rope_lab/book_assets/``
+(made by ``scripts/cjk_font.py``; the same CSS gives it to JupyterLab under ``make lab``), so
+no CDN and no system CJK font are needed. Printed outputs are set in the code's monospace
+font. Notebooks run with encrypted kernel connections (:func:`kernel_config`).
 
 Importing this module is cheap; nbformat, nbclient and nbconvert are imported only when a
 book is built.
@@ -22,6 +25,7 @@ import argparse
 import base64
 import html
 import io
+import os
 import posixpath
 import re
 import shutil
@@ -29,7 +33,7 @@ import sys
 from pathlib import Path
 
 from rope_lab import course
-from rope_lab.course import COLAB_CELL, NOTEBOOKS, REF, REPOSITORY, colab_url
+from rope_lab.course import COLAB_CELL, NOTEBOOKS, REF, REPOSITORY, colab_url, notebook_files
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -37,9 +41,12 @@ BOOK_DIR = ROOT / "build" / "book"
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 BINDER_BADGE = "https://mybinder.org/badge_logo.svg"
 
-# The web font with every Chinese character the course uses (scripts/cjk_font.py).
+# The font with the common Chinese characters and every one the course uses
+# (scripts/cjk_font.py), and the CSS that appends it to every font stack: the same file is
+# JupyterLab's custom CSS under `make lab` (lab/jupyter_server_config.py).
 ASSETS = Path(__file__).resolve().parent / "book_assets"
-CJK_FONT = ASSETS / "cjk-subset.woff"
+CJK_FONT = ASSETS / "cjk-subset.otf"
+CJK_CSS = ASSETS / "custom.css"
 CJK_FAMILY = "rope_lab CJK"
 # Where the site's copy of MathJax goes, and the configuration nbconvert's template expects.
 MATHJAX_DIR = "mathjax"
@@ -156,8 +163,8 @@ def write_readme_badges(readme: Path, repository=REPOSITORY, ref=REF) -> bool:
 def install_cell_notebooks(root: Path = ROOT) -> list[Path]:
     """Every notebook that carries the install cell: the course, its solutions, and the
     browser tests' fixture."""
-    return [*sorted((root / "notebooks").rglob("*.ipynb")),
-            *sorted((root / "tests" / "browser").glob("*.ipynb"))]
+    return [*notebook_files(root / "notebooks", recursive=True),
+            *notebook_files(root / "tests" / "browser")]
 
 
 def place_install_cells(root: Path = ROOT, cell: str = COLAB_CELL) -> list[Path]:
@@ -201,7 +208,7 @@ def course_notebooks(notebook_dir: Path = NOTEBOOK_DIR) -> list[Path]:
     """Notebooks to publish: the course map's order first, then any others, by name."""
     in_map = [notebook_dir / n.filename for n in NOTEBOOKS]
     present = [path for path in in_map if path.exists()]
-    others = sorted(set(notebook_dir.glob("*.ipynb")) - set(in_map))
+    others = [path for path in notebook_files(notebook_dir) if path not in in_map]
     return present + others
 
 
@@ -392,11 +399,47 @@ def execute(nb, notebook: Path, *, timeout: int = 300):
             pass
 
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            store_widget_state=True,
+                            store_widget_state=True, config=kernel_config(),
                             resources={"metadata": {"path": str(notebook.parent)}})
     client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = CapturingOutput
     client.execute()
     return nb
+
+
+def kernel_config():
+    """Kernel settings for executing notebooks: CurveZMQ-encrypted connections.
+
+    The kernel and its client talk over local TCP sockets. jupyter_client 8.10+ can hand the
+    kernel encryption keys (ipykernel 7 declares it takes them); without them ipykernel 7
+    warns at every start that the connection is "susceptible to eavesdropping". Older
+    versions neither encrypt nor warn: nothing to set.
+    """
+    import zmq
+    from jupyter_client.manager import KernelManager
+    from traitlets.config import Config
+
+    config = Config()
+    if "transport_encryption" in KernelManager.class_trait_names() and zmq.has("curve"):
+        config.KernelManager.transport_encryption = "auto"
+    return config
+
+
+def local_links(nb, pages: set[str]) -> None:
+    """Point the outputs' links to a notebook in Colab (notebook 00's course map) at its page
+    of the book instead: a reader of the book stays in the book."""
+    replacements = {colab_url(entry.filename): page_name(Path(entry.filename))
+                    for entry in NOTEBOOKS if page_name(Path(entry.filename)) in pages}
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            for mime in ("text/markdown", "text/html"):
+                text = output.get("data", {}).get(mime)
+                if isinstance(text, list):
+                    text = "".join(text)
+                if text:
+                    for colab, page in replacements.items():
+                        text = text.replace(f"({colab})", f"({page})").replace(
+                            f'"{colab}"', f'"{page}"')
+                    output["data"][mime] = text
 
 
 def render_page(notebook: Path, order: list[Path], pages: set[str], *,
@@ -410,6 +453,7 @@ def render_page(notebook: Path, order: list[Path], pages: set[str], *,
     if run:
         execute(nb, notebook)
     freeze_widgets(nb)
+    local_links(nb, pages)
     # The Colab install cell does nothing for a reader of the static page.
     nb.cells = [cell for cell in nb.cells[:3] if not is_install_cell(cell)] + nb.cells[3:]
     nav = navigation(notebook, order)
@@ -420,21 +464,21 @@ def render_page(notebook: Path, order: list[Path], pages: set[str], *,
     return rewrite_links(_offline(body), pages)
 
 
-# Chinese words fall back to the shipped subset font when no system font has the glyphs.
-FONT_CSS = f"""<style>
-@font-face {{ font-family: "{CJK_FAMILY}"; src: url("{CJK_FONT.name}") format("woff"); }}
-body, .jp-RenderedHTMLCommon, .jp-RenderedText pre, .jp-InputArea-editor {{
-  font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif, "{CJK_FAMILY}"; }}
-code, pre, .highlight pre {{ font-family: ui-monospace, SFMono-Regular, Menlo, Consolas,
-  "DejaVu Sans Mono", monospace, "{CJK_FAMILY}"; }}
-</style>
-"""
+def font_css() -> str:
+    """The page's fonts: JupyterLab's stacks with the course's CJK font appended
+    (:data:`CJK_CSS`, which loads :data:`CJK_FONT` from the site's folder)."""
+    return f"<style>\n{CJK_CSS.read_text(encoding='utf-8')}</style>\n"
 
 
 # jupyter-server-mathjax ships MathJax's STIX-Web fonts only (not its default TeX fonts):
-# configured before MathJax.js loads, so it never asks for the missing ones.
+# configured before MathJax.js loads, so it never asks for the missing ones. MathJax's
+# "MathJax_Blank" probe font is loaded from about:blank by default, which Chromium refuses
+# from a page opened from disk, with a console error on every page; a local() source that
+# no machine has fails the same way (MathJax only needs it not to load), in silence.
 MATHJAX_FONTS = """<script>window.MathJax = {"HTML-CSS": {availableFonts: ["STIX-Web"],
-  preferredFont: "STIX-Web", webFont: "STIX-Web", imageFont: null}};</script>
+  preferredFont: "STIX-Web", webFont: "STIX-Web", imageFont: null,
+  styles: {"@font-face": {"font-family": "MathJax_Blank",
+                          src: "local('rope_lab no such font')"}}}};</script>
 """
 
 
@@ -448,7 +492,7 @@ def _offline(page: str) -> str:
     page = re.sub(r'<script src="[^"]*require(?:\.min)?\.js"></script>\s*', "", page)
     mathjax = f'<script src="{MATHJAX_URL}"'
     page = page.replace(mathjax, MATHJAX_FONTS + mathjax, 1)
-    return page.replace("</head>", FONT_CSS + "</head>", 1)
+    return page.replace("</head>", font_css() + "</head>", 1)
 
 
 def render_markdown_page(markdown: str, title: str, pages: set[str]) -> str:
@@ -486,14 +530,14 @@ def index_page(order: list[Path], extra_pages: dict[str, str]) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>rope_lab: position encoding and RoPE</title>
 <style>
-body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto;
+body {{ font-family: var(--jp-content-font-family); max-width: 60rem; margin: 2rem auto;
        padding: 0 1rem; line-height: 1.5; }}
 table {{ border-collapse: collapse; width: 100%; }}
 td, th {{ border-bottom: 1px solid #ddd; padding: .4rem .6rem; text-align: left;
           vertical-align: top; }}
 td:nth-child(3) {{ white-space: nowrap; }}
 </style>
-{FONT_CSS}</head><body>
+{font_css()}</head><body>
 <h1>rope_lab: position encoding and RoPE, interactively</h1>
 <p>The notebooks of the course, executed, with their figures. The sliders only move when
 you run a notebook yourself (JupyterLab, VS Code or Colab{_where_online()}); here each panel
@@ -582,19 +626,40 @@ def copy_offline_assets(out_dir: Path, mathjax: Path) -> None:
     shutil.copy2(CJK_FONT, out_dir / CJK_FONT.name)
 
 
-# Characters of the CJK blocks (ideographs, CJK punctuation, full-width forms).
-_CJK = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]")
+# Characters of the CJK blocks (ideographs, CJK punctuation, kana, full-width forms).
+_CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")
+# Text a reader may see: notebooks, markdown, translation catalogs, code, data.
+TEXT_SUFFIXES = {".ipynb", ".md", ".po", ".pot", ".py", ".csv", ".json", ".txt", ".toml",
+                 ".yml", ".yaml", ".html", ".css", ".rst"}
+# Folders that are not the course's text: environments, builds, caches.
+NOT_TEXT = {"build", "dist", "test-artifacts", "__pycache__", "node_modules"}
+
+
+def is_cjk(character: str) -> bool:
+    """Whether ``character`` needs a CJK font (ideograph, CJK punctuation, kana, full width)."""
+    return bool(_CJK.fullmatch(character))
+
+
+def text_files(root: Path = ROOT) -> list[Path]:
+    """Every text file of the repository under ``root``, whatever folder it is in (a new
+    locale folder of ``.po`` catalogs included), without hidden folders (``.git``, ``.venv``,
+    ``.nox``, ``.ipynb_checkpoints``), builds and caches."""
+    found = []
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith(".")
+                               and name not in NOT_TEXT and not name.endswith(".egg-info"))
+        found += [Path(folder, name) for name in sorted(names)
+                  if Path(name).suffix in TEXT_SUFFIXES and not name.startswith(".")]
+    return found
 
 
 def cjk_characters(root: Path = ROOT) -> set[str]:
-    """Every CJK character of the course's text: notebooks, markdown, the package and its data
-    (the claims table is a page of the book)."""
-    files = [*root.glob("notebooks/**/*.ipynb"), *root.glob("notebooks/**/*.md"),
-             root / "README.md", *root.glob("rope_lab/**/*.py"), *root.glob("rope_lab/data/*")]
+    """Every CJK character of the repository's text (:func:`text_files`): the notebooks, the
+    markdown, the translation catalogs, the package's strings and data. The shipped font
+    (:data:`CJK_FONT`) must draw each one."""
     found = set()
-    for path in files:
-        if path.exists():
-            found |= set(_CJK.findall(path.read_text(encoding="utf-8")))
+    for path in text_files(root):
+        found |= set(_CJK.findall(path.read_text(encoding="utf-8", errors="replace")))
     return found
 
 

@@ -82,9 +82,9 @@ def count_kernels(function, *args, **kwargs) -> dict:
 
     recorder = Recorder()
 
-    def raw_kernel(name, written):
+    def raw_kernel(name, *written):  # one launch, the tensors it wrote
         recorder.names.append(name)
-        recorder.bytes_written += written.numel() * written.element_size()
+        recorder.bytes_written += sum(t.numel() * t.element_size() for t in written)
 
     fast._raw_kernel_listeners.append(raw_kernel)
     try:

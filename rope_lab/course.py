@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 # Where the course is published, and the release its install cell installs: a tag (made on
 # the commit that records it) or a commit hash, never a branch, which moves. None until
@@ -154,3 +155,19 @@ def colab_url(filename: str, *, repository=_CURRENT, ref=_CURRENT) -> str | None
     owner_and_name = repository.split("github.com/", 1)[1]
     return (f"https://colab.research.google.com/github/{owner_and_name}/blob/{ref}"
             f"/notebooks/{filename}")
+
+
+def notebook_files(folder: Path, pattern: str = "*.ipynb", *,
+                   recursive: bool = False) -> list[Path]:
+    """The files of ``folder`` matching ``pattern`` (below it too when ``recursive``), sorted.
+
+    Leaves out what JupyterLab writes next to the course: the copies it keeps in
+    ``.ipynb_checkpoints/`` (``00_start_here-checkpoint.ipynb``), the temporary ``.~name``
+    files of a save in progress, anything in another hidden folder. Every place that lists
+    notebooks (the tests, the book) goes through here, so running the course in JupyterLab
+    never adds a notebook to them.
+    """
+    folder = Path(folder)
+    found = folder.rglob(pattern) if recursive else folder.glob(pattern)
+    return sorted(path for path in found if path.is_file()
+                  and not any(part.startswith(".") for part in path.relative_to(folder).parts))

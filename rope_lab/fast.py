@@ -541,10 +541,10 @@ def self_check(module, device) -> str | None:
                 by_tables, by_positions = source.clone(), source.clone()
                 module.rotate(source[..., :16], cos, sin, layout, by_tables[..., :16])
                 plan = module.plan_positions(source[..., :16], positions, theta,
-                                             by_positions[..., :16])
+                                             by_positions[..., :16], layout)
                 if isinstance(plan, str):
                     return plan
-                module.rotate_positions(source[..., :16], positions, theta, layout,
+                module.rotate_positions(source[..., :16], positions, theta,
                                         by_positions[..., :16], plan)
                 # Relative to |value| + 1: one rounding in bfloat16 moves a value by 2^-8 of it.
                 expected = expected.float()
@@ -594,9 +594,9 @@ def rotate_positions(x, positions, theta, layout, *, out=None, backend="auto"):
     named "triton" raises :class:`BackendUnavailable` instead. Differentiable with respect
     to x when out is None (Triton).
     """
-    target = torch.empty(x.shape, dtype=x.dtype, device=x.device) if out is None else out
     rotary_dim = 2 * theta.shape[0]
     partial = rotary_dim < x.shape[-1]
+    target = torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else out
     x_rot = x[..., :rotary_dim] if partial else x
     out_rot = target[..., :rotary_dim] if partial else target
     if x.device.type == "cpu" and backend != "triton":
@@ -609,25 +609,35 @@ def rotate_positions(x, positions, theta, layout, *, out=None, backend="auto"):
     module = _named_triton() if backend == "triton" else _auto_triton(x.device)
     if module is None:
         return None
-    plan = module.plan_positions(x_rot, positions, theta, out_rot)
+    plan = module.plan_positions(x_rot, positions, theta, out_rot, layout)
     if isinstance(plan, str):
-        if backend == "triton":
-            raise BackendUnavailable(f"backend='triton' cannot run here: {plan}")
-        return None
+        return _refuse(backend, plan)
     if out is None and torch.is_grad_enabled() and x.requires_grad:
         return _RotatePositions.apply(x, positions, theta, layout, module, False)
-    return _positions_into(module, x, positions, theta, layout, target, plan)
+    if partial and target is not x:
+        target[..., rotary_dim:].copy_(x[..., rotary_dim:])
+    module.rotate_positions(x_rot, positions, theta, out_rot, plan)
+    if out is None and not _raw_kernel_listeners:
+        return target  # a new tensor: no autograd record of it to tell
+    _raw_kernel_wrote("rope_lab Triton kernel", target, out_rot)
+    return target
 
 
-def _positions_into(module, x, positions, theta, layout, out, plan=None, negate=False):
+def _refuse(backend, reason):
+    """A named "triton" says why it cannot run; "auto" returns None (the tables' path)."""
+    if backend == "triton":
+        raise BackendUnavailable(f"backend='triton' cannot run here: {reason}")
+    return None
+
+
+def _positions_into(module, x, positions, theta, layout, out, negate=False):
     """Run the positions kernel on the rotated features (the tail copied through)."""
     x_rot, out_rot = _rotated_part(x, out, 2 * theta.shape[0])
-    if plan is None:
-        plan = module.plan_positions(x_rot, positions, theta, out_rot)
-        if isinstance(plan, str):  # a gradient in a memory order the kernel cannot take
-            x_rot = x_rot.contiguous()
-            plan = module.plan_positions(x_rot, positions, theta, out_rot)
-    module.rotate_positions(x_rot, positions, theta, layout, out_rot, plan, negate=negate)
+    plan = module.plan_positions(x_rot, positions, theta, out_rot, layout, negate)
+    if isinstance(plan, str):  # a gradient in a memory order the kernel cannot take
+        x_rot = x_rot.contiguous()
+        plan = module.plan_positions(x_rot, positions, theta, out_rot, layout, negate)
+    module.rotate_positions(x_rot, positions, theta, out_rot, plan)
     _raw_kernel_wrote("rope_lab Triton kernel", out, out_rot)
     return out
 
@@ -640,7 +650,7 @@ class _RotatePositions(torch.autograd.Function):
         ctx.save_for_backward(positions, theta)
         ctx.layout, ctx.module, ctx.negate = layout, module, negate
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        return _positions_into(module, x, positions, theta, layout, out, negate=negate)
+        return _positions_into(module, x, positions, theta, layout, out, negate)
 
     @staticmethod
     def backward(ctx, grad):
@@ -652,5 +662,44 @@ class _RotatePositions(torch.autograd.Function):
             grad_x = _positions_into(ctx.module, grad, positions, theta, ctx.layout,
                                      torch.empty(grad.shape, dtype=grad.dtype,
                                                  device=grad.device),
-                                     negate=not ctx.negate)
+                                     not ctx.negate)
         return grad_x, None, None, None, None, None
+
+
+def rotate_pair(q, k, positions, theta, layout, *, backend="auto"):
+    """q and k rotated by m·θ_i in one launch of the Triton kernel (the same positions for
+    both; ``RotaryEmbedding.forward``): ``(q_out, k_out)``, two new tensors, or None when
+    that launch does not apply (not CUDA, a gradient to record, dtypes or memory orders the
+    kernel cannot share; backend "triton" runs CPU tensors under TRITON_INTERPRET=1). The
+    caller then rotates them one by one.
+
+    positions: validated for both, or None for 0 … seq − 1; theta: float32 ``(r/2,)``.
+    """
+    if backend == "auto":
+        if not q.is_cuda or theta.dtype != torch.float32 or _is_compiling():
+            return None
+        module = _auto_triton(q.device)
+        if module is None:
+            return None
+    else:
+        module = _named_triton()
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or theta.requires_grad):
+        return None
+    rotary_dim = 2 * theta.shape[0]
+    q_out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    k_out = torch.empty_like(k, memory_format=torch.contiguous_format)
+    q_rot, q_out_rot = q, q_out
+    k_rot, k_out_rot = k, k_out
+    if rotary_dim != q.shape[-1] or rotary_dim != k.shape[-1]:  # partial rotary
+        q_rot, q_out_rot = q[..., :rotary_dim], q_out[..., :rotary_dim]
+        k_rot, k_out_rot = k[..., :rotary_dim], k_out[..., :rotary_dim]
+    plan = module.plan_pair(q_rot, k_rot, positions, theta, q_out_rot, k_out_rot, layout)
+    if isinstance(plan, str):
+        return None
+    if q_rot is not q:  # the tails pass through
+        q_out[..., rotary_dim:].copy_(q[..., rotary_dim:])
+        k_out[..., rotary_dim:].copy_(k[..., rotary_dim:])
+    module.rotate_pair(q_rot, k_rot, positions, theta, q_out_rot, k_out_rot, plan)
+    for listener in _raw_kernel_listeners:
+        listener("rope_lab Triton kernel", q_out_rot, k_out_rot)
+    return q_out, k_out

@@ -533,7 +533,9 @@ class RotaryEmbedding(nn.Module):
     ``forward(q, k, positions=None) -> (q, k)`` with q, k of shape ``(..., seq, D)`` and
     D ≥ dim; features past ``dim`` pass through unrotated (partial rotary). Without
     positions it slices its cache; with positions it computes as :func:`apply_rope` does
-    (the same numbers, nothing read on the host).
+    (the same numbers, nothing read on the host). On CUDA with Triton, when no gradient is
+    recorded, q and k are rotated by one kernel launch that computes the angles itself
+    (k may have fewer heads than q, as in grouped-query attention).
 
     Args:
         dim: number of rotated features (even).
@@ -635,6 +637,18 @@ class RotaryEmbedding(nn.Module):
             return self.cos_cached[positions], self.sin_cached[positions]
         return _cos_sin_table(positions, self.inv_freq.to(device), dtype)
 
+    def _rotate_pair(self, q, k, positions):
+        """q and k in one launch of the Triton kernel (CUDA, float32 angles, no gradient to
+        record), or None. positions: validated, or None for 0 … seq − 1."""
+        if not q.is_cuda or _validate._is_compiling() or q.dtype != k.dtype or (
+                torch.float64 in (q.dtype, None if positions is None else positions.dtype)):
+            return None
+        theta = (self.inv_freq if self.custom_frequencies
+                 else _theta(self.dim, self.base, torch.float32, q.device))
+        if theta.dtype != torch.float32 or theta.device != q.device:
+            return None
+        return fast.rotate_pair(q, k, positions, theta, self.layout)
+
     def forward(self, q: torch.Tensor, k: torch.Tensor, positions=None):
         for name, tensor in (("q", q), ("k", k)):
             _validate.check_rope_input(tensor, name)
@@ -658,9 +672,17 @@ class RotaryEmbedding(nn.Module):
             self._refresh_if_frequencies_changed(q.device)
             freqs = self.inv_freq if self.custom_frequencies else None
             base = DEFAULT_BASE if self.custom_frequencies else self.base
+            rotated = self._rotate_pair(q, k, positions)  # CUDA: one launch for both
+            if rotated is not None:
+                return rotated
             return tuple(_apply(t, positions, base, freqs, self.layout, self.dim, "auto", None)
                          for t in (q, k))
         wide = torch.float64 in (q.dtype, k.dtype)
+        if not wide and q.is_cuda:
+            self._refresh_if_frequencies_changed(q.device)
+            rotated = self._rotate_pair(q, k, None)
+            if rotated is not None:
+                return rotated
         if not wide:
             # The common call: positions 0 … seq − 1, a slice of the cache, no device sync.
             seq = q.shape[-2]

@@ -129,6 +129,11 @@ def environment(record: Record):
             env[name] = getattr(module, "__version__", "installed")
         except Exception as error:  # noqa: BLE001 - recorded, not fatal
             env[name] = f"not importable: {failure(error)}"
+    with contextlib.suppress(Exception):
+        from rope_lab import _triton_rope
+        env["positions_kernel"] = {name: getattr(_triton_rope, name) for name in (
+            "ANGLES_PER_PROGRAM", "PAIRS_PER_STEP", "MAX_STEPS", "TARGET_PROGRAMS",
+            "POSITION_WARPS", "FAST_LAUNCH")}
     try:
         env["status"] = fast.status()
         env["auto_backend_half_bf16"] = fast.auto_backend(
@@ -266,6 +271,7 @@ def correctness(record: Record, dry: bool, deadline: float = math.inf):
                     refused = isinstance(caught, rl.BackendUnavailable)
                     row.update(ok=refused, refused=refused, exc=failure(caught))
                 record.add("correct", row)
+    pair_cases(record, randn, seq, dim, deadline)
     for backend in ("auto", "triton", "eager", "reference", "auto without Triton"):
         for layout in ("half", "interleaved"):
             for ids_given in (False, True):
@@ -292,6 +298,54 @@ def correctness(record: Record, dry: bool, deadline: float = math.inf):
                 except Exception as caught:  # noqa: BLE001
                     row.update(ok=False, exc=failure(caught))
                 record.add("grad", row)
+
+
+def pair_cases(record: Record, randn, seq: int, dim: int, deadline: float):
+    """RotaryEmbedding(q, k, positions): q and k in one launch on CUDA (grouped-query k),
+    each against the float64 reference; rows "RotaryEmbedding (q, k)" in ``correct``."""
+    from rope_lab import cost
+
+    per_batch = torch.tensor([[5], [70_000], [2**24 + 1]])[:, None, :].to(DEVICE)
+    for layout in ("half", "interleaved"):
+        for dtype in (torch.bfloat16, torch.float32, torch.float16):
+            name = str(dtype).removeprefix("torch.")
+            ids = (torch.arange(seq) + 1000).to(DEVICE)
+            cases = {
+                f"{layout} {name} ids, 8 q heads, 2 k heads": (
+                    randn(2, 8, seq, dim, dtype=dtype), randn(2, 2, seq, dim, dtype=dtype),
+                    ids, dim),
+                f"{layout} {name} decode, per-batch ids": (
+                    randn(3, 8, 1, dim, dtype=dtype), randn(3, 2, 1, dim, dtype=dtype),
+                    per_batch, dim),
+                f"{layout} {name} no ids, HF (b, s, h, d) memory": (
+                    randn(2, seq, 8, dim, dtype=dtype).transpose(1, 2),
+                    randn(2, seq, 2, dim, dtype=dtype).transpose(1, 2), None, dim),
+                f"{layout} {name} partial rotary 32/{dim}": (
+                    randn(2, 8, 33, dim, dtype=dtype), randn(2, 2, 33, dim, dtype=dtype),
+                    ids[:33], 32 if dim > 32 else 8),
+            }
+            for case, (q, k, positions, rotary_dim) in cases.items():
+                row = {"backend": "RotaryEmbedding (q, k)", "case": case}
+                if time.perf_counter() > deadline:
+                    record.add("correct", {**row, "skipped": "time budget"})
+                    continue
+                try:
+                    module = rl.RotaryEmbedding(rotary_dim, layout=layout).to(DEVICE)
+                    counted = cost.count_kernels(module, q, k, positions)
+                    row["rope_lab_launches"] = counted["names"].count("rope_lab Triton kernel")
+                    got_q, got_k = module(q, k, positions)
+                    errors, limits = [], []
+                    for x, got in ((q, got_q), (k, got_k)):
+                        want = reference(x, positions, 1e4, layout, rotary_dim, False)
+                        scale = max(1.0, float(want.abs().max()))
+                        errors.append(float((got.double() - want).abs().max()) / scale)
+                        limits.append(tolerance(x, positions, False))
+                    row.update(error=max(errors), tolerance=min(limits), ok=bool(
+                        all(e <= limit for e, limit in zip(errors, limits, strict=True))
+                        and got_q.dtype == dtype and got_k.shape == k.shape))
+                except Exception as caught:  # noqa: BLE001
+                    row.update(ok=False, exc=failure(caught))
+                record.add("correct", row)
 
 
 @contextlib.contextmanager
@@ -393,6 +447,9 @@ def speed_row(row, shape, dtype, dry, deadline, liger_rotary_pos_emb, record):
             c, s = rotary(q, hf_ids)
             return apply_rotary(q, k, c, s)
 
+        module = rl.RotaryEmbedding(shape[-1]).to(DEVICE)
+        us["RotaryEmbedding q and k + ids / 2"] = timer(
+            lambda: module(q, k, ids), dry) * 1e3 / 2
         us["HF eager (rotary + apply) / 2"] = timer(hf_step, dry) * 1e3 / 2
         us["HF apply_rotary_pos_emb only / 2"] = timer(
             lambda: apply_rotary(q, k, cos, sin), dry) * 1e3 / 2
@@ -450,11 +507,15 @@ def per_call_functions(shape, dtype) -> dict:
     hf_ids = 4096 + torch.arange(seq, device=DEVICE).expand(batch, seq)
     ids = hf_ids[:, None, :]
     scratch = q.clone()
+    module = rl.RotaryEmbedding(shape[-1]).to(DEVICE)
     functions = {
         "apply_rope(q)": (False, lambda: rl.apply_rope(q)),
         "apply_rope(q, ids)": (False, lambda: rl.apply_rope(q, ids)),
+        "apply_rope(q, ids), Triton's own launch": (False, lambda: own_launch(
+            lambda: rl.apply_rope(q, ids))),
         "apply_rope_(q, ids)": (False, lambda: rope.apply_rope_(scratch, ids)),
         "apply_rope(q, ids), no Triton": (True, lambda: rl.apply_rope(q, ids)),
+        "RotaryEmbedding(q, k, ids) (q and k)": (False, lambda: module(q, k, ids)),
     }
     rotary, apply_rotary = hf_parts(q)
 
@@ -463,7 +524,26 @@ def per_call_functions(shape, dtype) -> dict:
         return apply_rotary(q, k, c, s)
 
     functions["HF step (q and k)"] = (False, hf_step)
+    try:
+        from liger_kernel.transformers.rope import liger_rotary_pos_emb
+    except Exception:  # noqa: BLE001 - recorded in speed's errors
+        return functions
+    cos, sin = rotary(q, hf_ids)
+    functions["Liger (q and k, tables given)"] = (
+        False, lambda: liger_rotary_pos_emb(q, k, cos, sin))
     return functions
+
+
+def own_launch(function):
+    """Run function with every Triton launch going through Triton's own run (rope_lab's
+    direct launch off), to measure what the direct launch saves."""
+    from rope_lab import _triton_rope
+
+    saved, _triton_rope.FAST_LAUNCH = _triton_rope.FAST_LAUNCH, False
+    try:
+        return function()
+    finally:
+        _triton_rope.FAST_LAUNCH = saved
 
 
 def kernels_per_call(function) -> dict:
@@ -488,6 +568,7 @@ def syncs(record: Record):
     q = torch.randn(4, 8, 16, 64, device=DEVICE, dtype=torch.bfloat16)
     ids = torch.arange(16, device=DEVICE)
     per_batch = (torch.arange(4, device=DEVICE)[:, None, None] * 100 + ids)
+    rotary = rl.RotaryEmbedding(64).to(DEVICE)
     calls = {
         "apply_rope(q)": lambda: rl.apply_rope(q),
         "apply_rope(q, int64 ids)": lambda: rl.apply_rope(q, ids),
@@ -495,6 +576,8 @@ def syncs(record: Record):
         "apply_rope(q, int32 ids, interleaved, rotary_dim=32)":
             lambda: rl.apply_rope(q, ids.int(), layout="interleaved", rotary_dim=32),
         "apply_rope_(q, ids)": lambda: rope.apply_rope_(q.clone(), ids),
+        "RotaryEmbedding(q, k, per-batch ids), one launch":
+            lambda: rotary(q, q[:, :2], per_batch),
         "apply_rope(q, ids) without Triton": ("off", lambda: rl.apply_rope(q, ids)),
         "apply_rope(q float32 requires grad, ids) + backward":
             lambda: rl.apply_rope(q.float().requires_grad_(), ids).sum().backward(),
@@ -526,6 +609,7 @@ def graphs(record: Record):
     if not CUDA:
         record.add("graphs", {"skipped": "needs CUDA"})
         return
+    rotary = rl.RotaryEmbedding(128).to(DEVICE)
     cases = {
         "apply_rope(q, ids)": (lambda q, p: rl.apply_rope(q, p), (2, 8, 16, 64), (16,)),
         "apply_rope(q, per-batch ids)": (lambda q, p: rl.apply_rope(q, p), (4, 8, 1, 128),
@@ -535,6 +619,8 @@ def graphs(record: Record):
              (2, 8, 16, 64), (16,)),
         "apply_rope(q) (no ids)": (lambda q, p: rl.apply_rope(q), (2, 8, 16, 64), (16,)),
         "apply_rope_(q, ids)": (lambda q, p: rope.apply_rope_(q, p), (2, 8, 16, 64), (16,)),
+        "RotaryEmbedding(q, k, per-batch ids), q and k in one launch": (
+            lambda q, p: torch.cat(rotary(q, q[:, :2], p), dim=1), (4, 8, 1, 128), (4, 1, 1)),
         "apply_rope(q, ids) without Triton": ("off", lambda q, p: rl.apply_rope(q, p),
                                               (2, 8, 16, 64), (16,)),
     }

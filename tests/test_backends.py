@@ -110,6 +110,7 @@ def test_triton_refusals_name_the_reason(monkeypatch):
         return
     monkeypatch.setattr(fast, "_triton_import", _triton_rope)
     monkeypatch.setattr(_triton_rope, "INTERPRETED", False)
+    monkeypatch.setattr(_triton_rope, "_plans", {})  # plans made with the interpreter on
     with pytest.raises(rl.BackendUnavailable, match="runs CUDA tensors; x is on cpu"):
         rl.apply_rope(torch.randn(2, 4, 8), backend="triton")
 

@@ -73,9 +73,10 @@ def test_decode_step_rows_compute_the_same_rotation_as_hugging_face():
     pytest.importorskip("transformers")
     functions = bench.decode_functions((2, 4, 3, 16))
     hf_q, hf_k = functions[bench.HF_DECODE]()
-    ours_q, ours_k = functions["apply_rope(q, ids), apply_rope(k, ids)"]()
-    torch.testing.assert_close(ours_q, hf_q, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(ours_k, hf_k, rtol=1e-5, atol=1e-5)
+    for name in ("apply_rope(q, ids), apply_rope(k, ids)", "RotaryEmbedding(q, k, ids)"):
+        ours_q, ours_k = functions[name]()
+        torch.testing.assert_close(ours_q, hf_q, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(ours_k, hf_k, rtol=1e-5, atol=1e-5)
 
 
 def test_bfloat16_and_sweeps_run():
@@ -92,6 +93,23 @@ def test_hf_style_baseline_equals_apply_rope():
     x = torch.randn(2, 3, 10, 16)
     cos, sin = bench.hf_tables(10, 16, device="cpu")
     torch.testing.assert_close(bench.hf_style_rope(x, cos, sin), rl.apply_rope(x))
+
+
+def test_committed_gpu_records_are_apart_from_the_bench_runs():
+    """scripts/gpu_check.py records (rope_lab/benchmarks/gpu/) carry their machine and
+    versions and every section notebook 09 reads; committed_results() never mixes them in."""
+    records = bench.committed_gpu_records()
+    assert records, "rope_lab/benchmarks/gpu/ should hold the H200 record"
+    for name, record in records.items():
+        assert name not in bench.committed_results()
+        environment = record["environment"]
+        assert environment["device"] == "cuda" and environment["gpu"], name
+        assert {"torch", "triton", "measured_at", "rope_lab_source_sha256"} <= set(environment)
+        for section in ("correct", "grad", "syncs", "graphs", "compile"):
+            good, total = map(int, record[f"ok_{section}"].split("/"))
+            assert good == sum(row.get("ok", False) for row in record[section]), section
+            assert total == sum("ok" in row for row in record[section]), section
+        assert any("us_per_tensor" in row for row in record["speed"])
 
 
 def test_committed_results_are_well_formed():

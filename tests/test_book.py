@@ -11,7 +11,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from rope_lab import book
-from rope_lab.course import COLAB_CELL, NOTEBOOKS, REF, REPOSITORY, colab_url
+from rope_lab.course import COLAB_CELL, NOTEBOOKS, REF, REPOSITORY, colab_url, notebook_files
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "browser" / "widget_fixture.ipynb"
@@ -22,7 +22,7 @@ PNG_B = base64.b64encode(b"\x89PNG second").decode()
 # --- Colab: README badges and the install cell ----------------------------------------------
 
 def course_files(folder="notebooks"):
-    return sorted((ROOT / folder).glob("*.ipynb"))
+    return notebook_files(ROOT / folder)
 
 
 def test_readme_badge_table_has_one_colab_link_per_notebook():
@@ -224,7 +224,8 @@ def test_the_book_of_the_course(tmp_path):
 
 # --- offline: MathJax and the Chinese web font ----------------------------------------------
 
-def test_the_cjk_font_has_every_chinese_character_of_the_course():
+def test_the_cjk_font_has_every_chinese_character_of_the_repository():
+    """Notebooks, markdown, translation catalogs (any locale folder), package strings."""
     from fontTools.ttLib import TTFont
 
     cmap = TTFont(book.CJK_FONT).getBestCmap()
@@ -234,10 +235,52 @@ def test_the_cjk_font_has_every_chinese_character_of_the_course():
     assert len(book.cjk_characters()) > 20  # the course does use Chinese (the glossary)
 
 
-def test_cjk_characters_finds_new_words(tmp_path):
-    (tmp_path / "notebooks").mkdir()
+def gb2312_level_1() -> set[str]:
+    """The 3755 common hanzi of GB 2312 (rows 16-55), from Python's own codec."""
+    found = set()
+    for row in range(0xB0, 0xD8):
+        for cell in range(0xA1, 0xFF):
+            try:
+                found.add(bytes([row, cell]).decode("gb2312"))
+            except UnicodeDecodeError:
+                pass
+    return found
+
+
+def test_the_cjk_font_covers_common_chinese_and_stays_small():
+    """The 简体中文 edition writes new sentences without a font rebuild for each: the font
+    has all of GB 2312 level 1 and the usual CJK punctuation; it stays under a megabyte."""
+    from fontTools.ttLib import TTFont
+
+    font = TTFont(book.CJK_FONT)
+    cmap = font.getBestCmap()
+    common = gb2312_level_1()
+    assert len(common) == 3755
+    punctuation = set("，。、：；！？（）《》「」【】～")
+    missing = sorted(ch for ch in common | punctuation if ord(ch) not in cmap)
+    assert not missing, f"{book.CJK_FONT.name} lacks {''.join(missing[:50])}"
+    assert book.CJK_FONT.stat().st_size < 1024 * 1024, book.CJK_FONT.stat().st_size
+    assert font["name"].getDebugName(1) == "Noto Sans CJK SC"  # the name the CSS expects
+    assert "Open Font License" in (book.ASSETS / "cjk-subset.LICENSE.txt").read_text()
+
+
+def test_cjk_characters_reads_every_text_of_the_repository(tmp_path):
+    (tmp_path / "notebooks" / "zh").mkdir(parents=True)
     (tmp_path / "notebooks" / "x.md").write_text("RoPE 是旋转位置编码。")
-    assert book.cjk_characters(tmp_path) == set("是旋转位置编码。")
+    (tmp_path / "locale" / "zh_CN" / "LC_MESSAGES").mkdir(parents=True)
+    (tmp_path / "locale" / "zh_CN" / "LC_MESSAGES" / "rope_lab.po").write_text(
+        'msgid "decay"\nmsgstr "衰减"\n')
+    (tmp_path / "notebooks" / "zh" / "00.ipynb").write_text('{"source": "外推"}')
+    (tmp_path / "pkg.py").write_text('TITLE = "注意力"')
+    # not the course's text: JupyterLab's copies, environments, builds, binary files
+    (tmp_path / "notebooks" / ".ipynb_checkpoints").mkdir()
+    (tmp_path / "notebooks" / ".ipynb_checkpoints" / "x-checkpoint.md").write_text("矩阵")
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "site.py").write_text("熵")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "page.html").write_text("阈")
+    (tmp_path / "font.otf").write_bytes("张量".encode())
+    assert book.cjk_characters(tmp_path) == set("是旋转位置编码。衰减外推注意力")
 
 
 def test_the_font_script_names_the_fix_when_the_font_is_missing(tmp_path):
@@ -271,6 +314,49 @@ def test_pages_load_nothing_from_the_network(tmp_path):
         assert not remote, f"{page.name} loads {remote}"
         assert f'src="{book.MATHJAX_URL}"' in text or page.name == "index.html"
         assert book.CJK_FAMILY in text
+
+
+def test_pages_set_every_text_in_a_stack_that_ends_with_the_cjk_font(tmp_path):
+    """Prose, code and printed outputs read their fonts from JupyterLab's variables; the
+    book's CSS redefines them with the shipped font last (and sets no other family)."""
+    out = tmp_path / "book"
+    book.build(out, [FIXTURE], run=False, teaching=None, log=lambda _: None)
+    page = (out / book.page_name(FIXTURE)).read_text()
+    css = book.CJK_CSS.read_text()
+    assert css in page and f'url("{book.CJK_FONT.name}")' in css
+    for variable in ("--jp-ui-font-family", "--jp-content-font-family",
+                     "--jp-code-font-family-default"):
+        stack = re.search(variable + r":([^;]+);", css)[1]
+        assert re.search(r'"rope_lab CJK( mono)?"\s*$', stack), (variable, stack)
+    # the two @font-face rules, and code shown as HTML (show_source) in the code font
+    rules = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    assert len(re.findall(r"(?<![-\w])font-family:", rules)) == 3
+    assert "var(--jp-content-font-family)" in (out / "index.html").read_text()
+
+
+def test_course_map_links_to_colab_become_links_to_pages():
+    first, second = NOTEBOOKS[0].filename, NOTEBOOKS[1].filename
+    nb = new_notebook(cells=[new_code_cell("course_map()", outputs=[
+        new_output("display_data", data={
+            "text/markdown": f"| [open]({colab_url(first)}) | [open]({colab_url(second)}) |",
+            "text/html": f'<a href="{colab_url(first)}">open</a>'})])])
+    book.local_links(nb, {book.page_name(Path(first))})
+    data = nb.cells[0].outputs[0].data
+    assert data["text/markdown"] == (f"| [open]({book.page_name(Path(first))}) "
+                                     f"| [open]({colab_url(second)}) |")  # no page: Colab
+    assert data["text/html"] == f'<a href="{book.page_name(Path(first))}">open</a>'
+
+
+def test_notebooks_run_with_encrypted_kernel_connections():
+    """ipykernel 7 warns at every start over plain TCP; the book asks for CurveZMQ keys."""
+    zmq = pytest.importorskip("zmq")
+    from jupyter_client.manager import KernelManager
+
+    config = book.kernel_config()
+    if "transport_encryption" in KernelManager.class_trait_names() and zmq.has("curve"):
+        assert config.KernelManager.transport_encryption == "auto"
+    else:
+        assert "KernelManager" not in config
 
 
 # --- a panel whose default figure is the one just above -------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rope_lab.claims import VERDICTS, claims_markdown, counts, load_claims
+from rope_lab.course import notebook_files
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 # The five source posts (not part of the repository): NNN_*.txt, one claim anchor per line.
@@ -22,7 +23,7 @@ ASSERTS = re.compile(r"\bassert\b|\bcheck(_\w+)?\(")
 
 
 def _cells(number: str) -> dict[str, str]:
-    (path,) = NOTEBOOKS.glob(f"{number}_*.ipynb")
+    (path,) = notebook_files(NOTEBOOKS, f"{number}_*.ipynb")
     notebook = json.loads(path.read_text(encoding="utf-8"))
     return {cell["id"]: "".join(cell["source"]) for cell in notebook["cells"]
             if cell["cell_type"] == "code"}
@@ -254,7 +255,7 @@ def test_contributing_examples_point_at_real_check_cells():
 
 
 def _text(number: str) -> str:
-    (path,) = NOTEBOOKS.glob(f"{number}_*.ipynb")
+    (path,) = notebook_files(NOTEBOOKS, f"{number}_*.ipynb")
     notebook = json.loads(path.read_text(encoding="utf-8"))
     return "\n".join("".join(cell["source"]) for cell in notebook["cells"])
 
@@ -313,7 +314,7 @@ def test_counts_add_up():
 
 def test_every_solutions_notebook_asserts_its_summary():
     """Solutions must fail when a reference solution stops passing, not just print ✘."""
-    for path in sorted((NOTEBOOKS / "solutions").glob("*_solutions.ipynb")):
+    for path in notebook_files(NOTEBOOKS / "solutions", "*_solutions.ipynb"):
         number = path.name[:2]
         notebook = json.loads(path.read_text(encoding="utf-8"))
         sources = ["".join(cell["source"]) for cell in notebook["cells"]

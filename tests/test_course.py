@@ -25,11 +25,11 @@ MINUTES = {notebook.filename: notebook.minutes for notebook in course.NOTEBOOKS}
 
 
 def main_notebooks() -> list[Path]:
-    return sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+    return course.notebook_files(NOTEBOOK_DIR)
 
 
 def solution_notebooks() -> list[Path]:
-    return sorted((NOTEBOOK_DIR / "solutions").glob("*.ipynb"))
+    return course.notebook_files(NOTEBOOK_DIR / "solutions")
 
 
 def _ids(path: Path) -> str:

@@ -26,6 +26,7 @@ from test_exercises_05 import bisection  # the monotone-search mistake of 05.3
 import rope_lab as rl
 from rope_lab import decay, exercises, hf, nd
 from rope_lab import linear_attention as la
+from rope_lab.course import notebook_files
 from rope_lab.exercises import grading
 
 SOLUTIONS = Path(__file__).resolve().parent.parent / "notebooks" / "solutions"
@@ -35,7 +36,7 @@ NAMES = [grader.__name__ for grader in exercises.GRADERS]
 def _solutions() -> dict:
     """check_* name → the solution notebook's function it asserts."""
     found = {}
-    for path in sorted(SOLUTIONS.glob("*.ipynb")):
+    for path in notebook_files(SOLUTIONS):
         namespace: dict = {}
         exec("import torch\nimport rope_lab as rl\nfrom rope_lab import exercises\n", namespace)
         for cell in json.loads(path.read_text())["cells"]:

@@ -85,7 +85,8 @@ NOT_TERMS = {
     "eccv", "eleutherai", "flashattention", "gb", "github", "gpt-2", "gpt-j", "gpt-neox",
     "gpt-neox-20b", "gpu", "hf", "hf-style", "html", "iclr", "icml", "ieee", "json",
     "jupyterlab", "layernorm", "llama", "llama-7b-sized", "llama-style", "llama4textconfig",
-    "llm", "long-context", "macos", "mib", "mlp", "nd", "neurips", "numpy", "nvidia", "pre-trained",
+    "llm", "long-context", "macos", "mb", "mib", "mlp", "nd", "neurips", "numpy", "nvidia",
+    "pre-trained",
     "pypi", "pytorch", "qwen-vl", "qwen2-vl", "qwen3-vl", "readme", "rms", "roformer",
     "rope-based", "pure-rope", "vision-language", "vllm", "vs", "wordpiece", "ntk-aware",
 }

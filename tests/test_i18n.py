@@ -321,7 +321,8 @@ helper("local claim")
 '''
 
 
-def test_which_code_literals_are_translated():
+def test_which_code_literals_are_translated(monkeypatch):
+    monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", False)  # figure text: its own test
     found = {m.msgid: m.note for m in text.notebook_messages(_notebook(("code", CODE)))}
     assert found == {
         "which pairs rotate": "code comment (end of line)",
@@ -333,7 +334,7 @@ def test_which_code_literals_are_translated():
         "a message for the reader": "error message",
         "A docstring.": "docstring",
         "local claim": "verdict line of a check (claim)",  # helper's parameter is `claim`
-    }  # never: "half", "causal", "key", "interleaved", layout names, figure text (phase 2)
+    }  # never: "half", "causal", "key", "interleaved", layout names
 
 
 def test_a_translated_literal_stays_valid_code_within_the_line_length():
@@ -783,13 +784,14 @@ def test_widget_labels_and_the_fallback_line_speak_the_chosen_language(chinese):
     assert list(english.controls["mode"].options) == ["ones", "random", "correlated"]
 
 
-def test_figure_text_waits_for_the_switch_and_then_speaks_chinese(chinese, monkeypatch):
-    """Off (no CJK font in matplotlib yet): the figures stay English in the Chinese edition.
-    On: titles, labels and legends come out in Chinese. Checked on the Text artists, without
-    rendering: without a CJK font, drawing Chinese warns "Glyph … missing"."""
+def test_figure_text_follows_the_switch_and_speaks_chinese(chinese, monkeypatch):
+    """On (the default, now that matplotlib draws Chinese from the course's font): titles,
+    labels and legends come out in Chinese. Off: the figures stay English in the Chinese
+    edition. Checked on the Text artists; rendering is test_cjk_figures' job."""
     from rope_lab import plots
 
-    assert i18n.TRANSLATE_FIGURE_TEXT is False
+    assert i18n.TRANSLATE_FIGURE_TEXT is True
+    monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", False)
     figure = plots.rope_frequencies()
     assert figure.axes[1].get_title() == "angle m·θᵢ mod 2π"
     monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", True)
@@ -826,7 +828,7 @@ def test_figures_render_chinese_where_matplotlib_has_a_cjk_font(chinese, monkeyp
                                          "WenQuanYi Zen Hei", "Droid Sans Fallback")
                        if name in names), None)
     if family is None:
-        pytest.skip("no CJK font for matplotlib here (the course's font is not on main yet)")
+        pytest.skip("no CJK font for matplotlib here")
     monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", True)
     monkeypatch.setitem(plots.style.COURSE_STYLE, "font.family", ["sans-serif", family])
     figure = plots.rope_frequencies()
@@ -938,6 +940,7 @@ def test_dict_labels_passed_to_a_plot_are_figure_text_once_figures_are_translate
               'plots.singular_values({"post\'s test": a, "fixed": b})\n'
               'table = {"key": 1}\n')
     notebook = _notebook(("code", source))
+    monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", False)
     assert "fixed" not in {m.msgid for m in text.notebook_messages(notebook)}
     monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", True)
     found = {m.msgid: m.note for m in text.notebook_messages(notebook)}

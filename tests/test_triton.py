@@ -1,15 +1,18 @@
-"""The Triton kernel, run without a GPU: Triton's interpreter executes it on CPU tensors.
+"""The Triton kernels: compiled on CUDA tensors where there is a GPU, else run by Triton's
+interpreter on CPU tensors.
 
-The interpreter is chosen when a kernel is defined, so TRITON_INTERPRET=1 is set just for
-the import of rope_lab._triton_rope (nothing else in this process needs it). On a machine
-with a GPU where the module was already imported for CUDA, the same tests run on CUDA.
-Expected values come from ``backend="reference"``, the formula in plain torch ops, and for
-the rotation itself from a dense rotation matrix built in float64.
+Triton picks the interpreter when a kernel is defined, so without a GPU TRITON_INTERPRET=1 is
+set just for the import of rope_lab._triton_rope (nothing else in this process needs it). With
+a GPU the module is imported as it is for a user, and the tests run the compiled kernels (the
+interpreter accepts what the compiler refuses, and the reverse). Expected values come from
+``backend="reference"``, the formula in plain torch ops, from float64 rotations computed here,
+and for the rotation itself from a dense rotation matrix built in float64.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 
 import pytest
@@ -35,8 +38,11 @@ def _import_interpreted():
     return _triton_rope
 
 
-triton_rope = _import_interpreted()
-if triton_rope.INTERPRETED:
+if torch.cuda.is_available() or "rope_lab._triton_rope" in sys.modules:
+    from rope_lab import _triton_rope as triton_rope  # as a user gets it
+else:
+    triton_rope = _import_interpreted()
+if triton_rope.INTERPRETED:  # no GPU, or TRITON_INTERPRET=1 set by whoever runs the tests
     DEVICE = "cpu"
 elif torch.cuda.is_available():
     DEVICE = "cuda"
@@ -64,9 +70,11 @@ def _close(actual, expected, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_both_layouts_every_dtype_match_the_reference(layout, dtype):
     x = _randn(2, 3, 9, 16, dtype=dtype)
-    got = rl.apply_rope(x, layout=layout, backend="triton")
-    assert got.dtype == dtype and got.device == x.device
-    _close(got, rl.apply_rope(x, layout=layout, backend="reference"), dtype)
+    ids = torch.tensor([[5, 0, 9, 4095, 2**24 + 3, 7, 1, 2, 3], [0, 1, 2, 3, 4, 5, 6, 7, 8]])
+    for positions in (None, ids[:, None, :].to(DEVICE)):
+        got = rl.apply_rope(x, positions, layout=layout, backend="triton")
+        assert got.dtype == dtype and got.device == x.device
+        _close(got, rl.apply_rope(x, positions, layout=layout, backend="reference"), dtype)
 
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
@@ -259,11 +267,22 @@ def test_positions_kernel_every_memory_order_and_partial_rotary(layout):
                 assert torch.equal(got[..., rotary_dim:], x[..., rotary_dim:]), name
 
 
-def test_positions_kernel_default_positions_and_reuse_in_chunks(monkeypatch):
-    """No ids: m is the index along seq. A tiny program target splits the heads into
-    chunks with a ragged last one, so the loop over the reuse dim is covered."""
-    monkeypatch.setattr(triton_rope, "TARGET_PROGRAMS", 3)
-    x = _randn(2, 7, 5, 16)  # 7 heads reuse one angle table per (batch, seq)
+def test_positions_kernel_default_positions_and_reuse_in_steps(monkeypatch):
+    """No ids: m is the index along seq. Small tiles force every part of the launch shape:
+    several row blocks (a ragged last one), several heads per step, several steps per
+    program and a ragged last head block, whose steps past the end are masked."""
+    monkeypatch.setattr(triton_rope, "_plans", {})
+    monkeypatch.setattr(triton_rope, "ANGLES_PER_PROGRAM", 16)
+    monkeypatch.setattr(triton_rope, "PAIRS_PER_STEP", 32)
+    monkeypatch.setattr(triton_rope, "MAX_STEPS", 4)
+    monkeypatch.setattr(triton_rope, "TARGET_PROGRAMS", 1)
+    x = _randn(2, 7, 5, 16)  # 2 × 7 heads reuse one angle tile per (seq, pairs)
+    theta = rl.inv_freq(16).to(DEVICE)
+    plan = triton_rope.plan_positions(x, None, theta, x)
+    assert plan.ints[0] == 5 and plan.ints[3] == 2 * 7  # rows; heads × batch, merged
+    # rows of 2 (3 blocks, the last half empty), 2 heads a step, 4 steps: 16 ≥ 14 heads
+    assert (plan.constants["ROWS"], plan.constants["HEADS"], plan.constants["STEPS"],
+            plan.grid) == (2, 2, 4, (3 * 2,))
     for layout in ("half", "interleaved"):
         got = _positions_kernel(x, None, layout)
         _close(got, rl.apply_rope(x, layout=layout, backend="reference"), torch.float32)
@@ -272,9 +291,42 @@ def test_positions_kernel_default_positions_and_reuse_in_chunks(monkeypatch):
         _close(_positions_kernel(decode, per_batch, layout),
                rl.apply_rope(decode, per_batch, layout=layout, backend="reference"),
                torch.float32)
-    plan = triton_rope.plan_positions(x, None, rl.inv_freq(16).to(DEVICE), x)
-    sizes, *_, n_reuse, _, _ = plan
-    assert n_reuse == 2 * 7  # batch and heads, merged: the positions vary along neither
+
+
+def test_a_plan_is_never_served_to_another_memory_order_or_dtype():
+    """Plans are cached by shape, strides and dtypes: the same shape in another memory
+    order, or with ids of another dtype, gets its own plan and the right result."""
+    contiguous = _randn(2, 3, 7, 32)
+    transposed = _randn(2, 7, 3, 32, seed=1).transpose(1, 2)  # same shape, other strides
+    ids = torch.arange(7).to(DEVICE) * 5
+    before = len(triton_rope._plans)
+    for x in (contiguous, transposed, contiguous):
+        for positions in (ids, ids.int()):
+            _close(rl.apply_rope(x, positions, backend="triton"),
+                   rl.apply_rope(x.contiguous(), positions, backend="reference"),
+                   torch.float32)
+    assert len(triton_rope._plans) >= min(before + 4, 4)
+
+
+def test_launch_shape_keeps_tiles_small_and_programs_many():
+    """The angle tile stays at most ANGLES_PER_PROGRAM (registers: the H200's finding), a
+    step moves at most PAIRS_PER_STEP pairs, and the programs cover every row and head."""
+    for n_rows, n_reuse, half in [(4096, 256, 64), (8192, 32, 64), (1, 2048, 64),
+                                  (64, 32, 64), (512, 8, 32), (7, 3, 20), (1, 1, 8),
+                                  (10**6, 1, 64), (3, 10**6, 128)]:
+        shape = triton_rope.launch_shape(n_rows, n_reuse, half)
+        tile = shape["ROWS"] * shape["BLOCK_HALF"]
+        assert shape["BLOCK_HALF"] >= half and tile <= max(
+            triton_rope.ANGLES_PER_PROGRAM, shape["BLOCK_HALF"])
+        assert shape["HEADS"] * tile <= max(triton_rope.PAIRS_PER_STEP, tile)
+        assert 1 <= shape["STEPS"] <= triton_rope.MAX_STEPS
+        row_blocks = -(-n_rows // shape["ROWS"])
+        per_program = shape["HEADS"] * shape["STEPS"]
+        assert shape["programs"] == row_blocks * -(-n_reuse // per_program)
+        assert shape["programs"] * shape["ROWS"] * per_program >= n_rows * n_reuse
+    # the issue's training shape: enough programs for a GPU of ~132 SMs, a few each
+    train = triton_rope.launch_shape(4096, 256, 64)
+    assert train["programs"] >= triton_rope.TARGET_PROGRAMS
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -321,8 +373,10 @@ def test_a_wrong_positions_kernel_fails_the_self_check(monkeypatch):
     assert fast.self_check(triton_rope, torch.device(DEVICE)) is None
     original = triton_rope.rotate_positions
 
-    def wrong(x, positions, theta, layout, out, plan, *, negate=False):
-        original(x, positions, theta, layout, out, plan, negate=not negate)
+    def wrong(x, positions, theta, out, plan):
+        flipped = triton_rope.Launch(plan.kernel, plan.grid, plan.ints,
+                                     {**plan.constants, "NEGATE": not plan.constants["NEGATE"]})
+        original(x, positions, theta, out, flipped)
 
     monkeypatch.setattr(triton_rope, "rotate_positions", wrong)
     problem = fast.self_check(triton_rope, torch.device(DEVICE))
@@ -342,20 +396,112 @@ def test_positions_kernel_refusals_name_the_reason():
            torch.float64)
 
 
-def test_every_kernel_compiles_for_a_real_gpu():
-    """The interpreter is not the compiler: lower each kernel to a cubin for Hopper and Ampere
-    (tests/triton_compile.py, no GPU needed). The first H200 run failed every compile on a
-    module constant the interpreter had accepted."""
+def _compile_script(*args):
+    """Run tests/triton_compile.py in a fresh process (the interpreter off); skip where
+    Triton cannot compile for CUDA at all."""
     import subprocess
-    import sys
     from pathlib import Path
 
     script = Path(__file__).with_name("triton_compile.py")
     environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     environment["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(script.parents[1]), environment.get("PYTHONPATH")]))
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                            env=environment, timeout=600)
-    if result.returncode and "FAILED" not in result.stdout:
+    result = subprocess.run([sys.executable, str(script), *args], capture_output=True,
+                            text=True, env=environment, timeout=600)
+    if result.returncode and not any(word in result.stdout for word in ("FAILED", "SPILLS")):
         pytest.skip(f"Triton cannot compile for CUDA here: {result.stderr.strip()[-300:]}")
+    return result
+
+
+def test_every_kernel_compiles_for_a_real_gpu_without_spills():
+    """The interpreter is not the compiler: lower each kernel to a cubin for Hopper and Ampere
+    (tests/triton_compile.py, no GPU needed), and at the launch shapes the plans choose for
+    the issue's shapes ptxas reports no spill and no stack frame. The first H200 run failed
+    every compile on a module constant the interpreter had accepted; the second found the
+    positions kernel spilling at 2048 angles per program."""
+    result = _compile_script()
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 B spilled" in result.stdout and "SPILLS" not in result.stdout
+
+
+def test_the_spill_check_can_fail():
+    """The same check on a tile 16 × the planned one (8192 angles per program at the
+    training shape): ptxas reports spills, and the script says so and fails."""
+    result = _compile_script("--angles-per-program", "8192", "--only",
+                             "train (8, 32, 4096, 128) bf16")
+    assert result.returncode == 1 and "SPILLS" in result.stdout, result.stdout + result.stderr
+
+
+def test_the_direct_launch_hands_triton_s_launcher_what_triton_does():
+    """After the first launch of a plan, rope_lab calls the compiled kernel's launcher itself
+    (Triton's launch costs ~20 µs of Python): with a stand-in driver, both launches must
+    pass the launcher the same arguments (grid, stream, kernel, metadata, every tensor and
+    int)."""
+    result = _compile_script("--launch-check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("ok ") == 2 or "direct launch is off" in result.stdout
+
+
+# --- q and k in one launch (RotaryEmbedding.forward on CUDA) ---------------------------------
+
+def _pair(q, k, positions, layout, rotary_dim=None):
+    theta = rl.inv_freq(rotary_dim or q.shape[-1]).to(DEVICE)
+    return fast.rotate_pair(q, k, positions, theta, layout, backend="triton")
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_q_and_k_in_one_launch_equal_two_calls(layout, dtype):
+    """Grouped-query heads (8 q, 2 k), per-batch ids past 2^24, HF's (batch, seq, heads, dim)
+    memory, partial rotary, default positions: one launch, each tensor equal to the
+    reference formula's (torch's tables, rotated one tensor at a time)."""
+    from rope_lab import cost
+
+    q_memory = _randn(2, 5, 8, 32, dtype=dtype)  # (batch, seq, heads, dim) in memory
+    k_memory = _randn(2, 5, 2, 32, dtype=dtype, seed=1)
+    per_batch = torch.tensor([[0, 1, 2, 3, 4], [9, 2**24 + 1, 70_000, 3, 4]])[:, None, :]
+    cases = {
+        "(b, h, s, d), per-batch ids": (q_memory.transpose(1, 2).contiguous(),
+                                        k_memory.transpose(1, 2).contiguous(), per_batch, None),
+        "HF memory, shared ids": (q_memory.transpose(1, 2), k_memory.transpose(1, 2),
+                                  torch.arange(5) + 11, None),
+        "partial rotary": (q_memory.transpose(1, 2), k_memory.transpose(1, 2), per_batch, 16),
+        "default positions": (q_memory.transpose(1, 2), k_memory.transpose(1, 2), None, None),
+    }
+    for name, (q, k, positions, rotary_dim) in cases.items():
+        positions = None if positions is None else positions.to(DEVICE)
+        counted = cost.count_kernels(_pair, q, k, positions, layout, rotary_dim)
+        assert counted["names"].count("rope_lab Triton kernel") == 1, (name, counted)
+        q_out, k_out = _pair(q, k, positions, layout, rotary_dim)
+        r = rotary_dim or 32
+        for x, got in ((q, q_out), (k, k_out)):
+            assert got.shape == x.shape and got.dtype == dtype, name
+            _close(got, rl.apply_rope(x.contiguous(), positions, layout=layout, rotary_dim=r,
+                                      backend="reference"), dtype)
+            assert torch.equal(got[..., r:], x[..., r:]), name
+
+
+def test_q_and_k_that_cannot_share_a_launch_are_handed_back():
+    """Rows that fold differently (here q holds 5 tokens, k 3: their ids differ), or mixed
+    dtypes: None, and the caller rotates them one by one."""
+    q, k = _randn(1, 2, 5, 16), _randn(1, 2, 3, 16)
+    assert _pair(q, k, None, "half") is None
+    assert _pair(q, _randn(1, 2, 5, 16).half(), None, "half") is None
+    plan = triton_rope.plan_pair(q, k, None, rl.inv_freq(16).to(DEVICE), q.clone(), k.clone())
+    assert "do not fold alike" in plan
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="RotaryEmbedding takes one launch on CUDA only")
+@pytest.mark.parametrize("positions_given", [True, False])
+def test_rotary_embedding_rotates_q_and_k_with_one_launch_on_cuda(positions_given):
+    from rope_lab import cost
+
+    module = rl.RotaryEmbedding(32).to(DEVICE)
+    q, k = _randn(2, 8, 5, 32, dtype=torch.bfloat16), _randn(2, 2, 5, 32, dtype=torch.bfloat16)
+    ids = (torch.tensor([[0, 1, 2, 3, 4], [40, 41, 42, 43, 44]])[:, None, :].to(DEVICE)
+           if positions_given else None)
+    counted = cost.count_kernels(module, q, k, ids)
+    assert counted["kernels"] == 3 and counted["names"].count("rope_lab Triton kernel") == 1
+    got_q, got_k = module(q, k, ids)
+    _close(got_q, rl.apply_rope(q, ids, backend="reference"), torch.bfloat16)
+    _close(got_k, rl.apply_rope(k, ids, backend="reference"), torch.bfloat16)

@@ -150,11 +150,11 @@ def lazy_gettext(message: str) -> LazyText:
     return LazyText(message)
 
 
-# Off until matplotlib has a CJK font (issue 31, phase 2: the font the course ships,
-# registered in rope_lab/plots/style.py). Flipping it on translates the package's figure
-# text and makes the notebook catalogs carry the figure text notebooks pass (titles,
-# labels): run `python -m rope_lab.i18n update`, translate the new entries, then build.
-TRANSLATE_FIGURE_TEXT = False
+# On: matplotlib draws Chinese from the font the course ships (rope_lab/book_assets/
+# cjk-subset.otf, registered as a fallback family in rope_lab/plots/style.py), so figure text
+# is translated and the notebook catalogs carry the figure text notebooks pass (titles,
+# labels). Switched off, every figure stays English in both editions.
+TRANSLATE_FIGURE_TEXT = True
 
 
 def figure_text(message: str) -> str:

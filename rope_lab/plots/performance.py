@@ -232,7 +232,7 @@ def gpu_speed(record: dict, *, dtype: str = "bfloat16"):
     ratios = [{label: us / row["us_per_tensor"]["clone"]
                for label, us in row["us_per_tensor"].items()} for row in rows]
     values = [value for ratio in ratios for value in ratio.values()]
-    low, high = min(values + [1.0]) / 1.6, max(values + [1.0]) * 2.2
+    low, high = min(values + [1.0]) / 1.6, max(values + [1.0]) * 3.5  # room for the numbers
     columns = 2 if len(rows) > 1 else 1
     figure, axes = new_figure(math.ceil(len(rows) / columns), columns, width=8.6,
                               height=0.32 * len(labels) * math.ceil(len(rows) / columns) + 1.6,
@@ -241,11 +241,15 @@ def gpu_speed(record: dict, *, dtype: str = "bfloat16"):
     for panel, row, ratio in zip(axes, rows, ratios, strict=False):
         for y, label in enumerate(labels):
             colour = (role("reference") if label == "clone" else role("rope")
-                      if label.startswith(("apply_rope", "without Triton")) else role("context"))
+                      if label.startswith(("apply_rope", "without Triton", "RotaryEmbedding"))
+                      else role("context"))
             value = ratio.get(label, math.nan)
             panel.plot([1.0, value], [y, y], "-", color=colour, lw=2.5, solid_capstyle="butt")
             panel.plot([value], [y], "o" if colour != role("context") else "s",
                        color=colour, markersize=7)
+            if label != "clone" and math.isfinite(value):  # the ratio, to read it exactly
+                panel.text(value * 1.18, y, f"{value:.2f}" if value < 10 else f"{value:.0f}",
+                           va="center", ha="left", fontsize=11.5, color=colour)
         panel.axvline(1.0, color=role("reference"), linestyle="--", linewidth=1)
         panel.set_xscale("log")
         panel.set_xlim(low, high)
@@ -258,10 +262,13 @@ def gpu_speed(record: dict, *, dtype: str = "bfloat16"):
         panel.set_visible(False)
     axes[0].set_yticks(range(len(labels)), labels)
     axes[0].invert_yaxis()
-    gpu = record.get("environment", {}).get("gpu") or record.get("environment", {}).get(
-        "device", "GPU")
+    environment = record.get("environment", {})
+    gpu = environment.get("gpu") or environment.get("device", "GPU")
+    versions = " · ".join(f"{name} {environment[key]}" for name, key in (
+        ("torch", "torch"), ("CUDA", "cuda"), ("Triton", "triton")) if environment.get(key))
     figure.suptitle(_("{gpu}, {dtype}: time per tensor ÷ time of x.clone() (lower is "
-                      "better)").format(gpu=gpu, dtype=dtype), fontsize=13)
+                      "better)").format(gpu=gpu, dtype=dtype)
+                    + (f"\n{versions}" if versions else ""), fontsize=13)
     for panel in axes[len(rows) - columns:len(rows)]:
         panel.set_xlabel(_("× clone"))
     return figure

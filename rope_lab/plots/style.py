@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from pathlib import Path
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -79,6 +80,37 @@ def shades(name: str, count: int) -> list[tuple[float, float, float]]:
     return [tuple(c * (1 + m) if m < 0 else c + (1 - c) * m for c in base) for m in mixes]
 
 
+# Chinese in a figure (a title, a label of the 简体中文 edition) is drawn from the font the
+# course ships (a subset of Noto Sans CJK SC: rope_lab/book_assets, scripts/cjk_font.py),
+# registered with matplotlib and listed after the usual sans-serif font: matplotlib takes a
+# character from the first font of the list that has it, so English text keeps its look and
+# Chinese needs no system font (without one matplotlib warns "Glyph ... missing").
+CJK_FONT = Path(__file__).resolve().parents[1] / "book_assets" / "cjk-subset.otf"
+
+
+def register_cjk_font() -> str:
+    """Add :data:`CJK_FONT` to matplotlib's font list (once); return its family name.
+
+    The font has one weight. It is listed under every weight, 100 to 900, so that a bold
+    title finds it too: its Chinese is then drawn at the regular weight, where matplotlib
+    would otherwise log "findfont: Failed to find font weight bold for Noto Sans CJK SC"
+    for every bold text, Chinese or not (a line on stderr in a notebook).
+    """
+    import dataclasses
+
+    from matplotlib import font_manager
+
+    fonts = font_manager.fontManager.ttflist
+    if not any(entry.fname == str(CJK_FONT) for entry in fonts):
+        font_manager.fontManager.addfont(CJK_FONT)
+        regular = next(entry for entry in fonts if entry.fname == str(CJK_FONT))
+        fonts += [dataclasses.replace(regular, weight=weight)
+                  for weight in range(100, 1000, 100) if weight != regular.weight]
+    return font_manager.FontProperties(fname=CJK_FONT).get_name()
+
+
+CJK_FAMILY = register_cjk_font()
+
 # CSS px per inch a figure is shown at (so a point of text is 1.25 px), and how many device
 # pixels a panel's PNG has per CSS px: rendered at twice the density, a slider's figure stays
 # crisp on a high-density screen or zoomed in.
@@ -89,6 +121,7 @@ PIXEL_RATIO = 2
 COURSE_STYLE = {
     "figure.dpi": DISPLAY_DPI,
     "savefig.dpi": DISPLAY_DPI,
+    "font.family": ["sans-serif", CJK_FAMILY],  # Chinese from the course's font
     "font.size": 12,
     "axes.titlesize": 13,
     "axes.labelsize": 12,

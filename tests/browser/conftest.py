@@ -13,8 +13,10 @@ without the ``playwright`` package, the tests skip with the reason — except un
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -24,6 +26,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from rope_lab.course import notebook_files
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -87,15 +91,51 @@ def copy_notebooks(root: Path) -> None:
     if (ROOT / "notebooks").exists():
         shutil.copytree(ROOT / "notebooks", root / "notebooks", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    for path in HERE.glob("*.ipynb"):
+    for path in notebook_files(HERE):
         (root / "fixtures").mkdir(parents=True, exist_ok=True)
         shutil.copy(path, root / "fixtures" / path.name)
-    for path in root.rglob("*.ipynb"):
+    for path in notebook_files(root, recursive=True):
         nb = nbformat.read(path, as_version=4)
         if "kernelspec" not in nb.metadata:
             nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                          "language": "python"}
             nbformat.write(nb, path)
+
+
+def platform_fonts(cdp, text: str) -> list[dict]:
+    """The fonts Chromium drew the innermost element whose own text contains ``text`` with,
+    from DevTools' CSS.getPlatformFontsForNode: family, web font or not, glyph count.
+    ``cdp`` is a CDP session of the page with the DOM and CSS domains enabled.
+    The first such element that is drawn counts (a hidden one, such as the source editor of
+    a rendered markdown cell, has no fonts)."""
+    cdp.send("DOM.getDocument", {"depth": -1})  # node ids for the search below
+    search = cdp.send("DOM.performSearch", {"query": f"//*[text()[contains(., '{text}')]]"})
+    try:
+        nodes = cdp.send("DOM.getSearchResults", {
+            "searchId": search["searchId"], "fromIndex": 0,
+            "toIndex": min(search["resultCount"], 50)})["nodeIds"] if search["resultCount"] else []
+    finally:
+        cdp.send("DOM.discardSearchResults", {"searchId": search["searchId"]})
+    for node in nodes:
+        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+        if fonts:
+            return fonts
+    return []
+
+
+def glyphs_from_the_course_font(fonts: list[dict]) -> int:
+    """How many glyphs came from the shipped font (a web font named Noto Sans CJK SC)."""
+    return sum(f["glyphCount"] for f in fonts
+               if f["familyName"] == "Noto Sans CJK SC" and f["isCustomFont"])
+
+
+def chinese_in_code(notebook: Path) -> str:
+    """The first Chinese string literal of a code cell of ``notebook`` (01: "我爱你求关注")."""
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        found = re.search(r'"([\u4e00-\u9fff]{3,})"', "".join(cell["source"]))
+        if cell["cell_type"] == "code" and found:
+            return found[1]
+    raise AssertionError(f"{notebook.name} has no Chinese string in its code")
 
 
 @pytest.fixture(scope="session")
@@ -112,49 +152,42 @@ def chromium() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
-def lab_url(chromium, tmp_path_factory):
-    """Base URL of a JupyterLab serving copies of notebooks/ and the fixtures."""
-    home = tmp_path_factory.mktemp("lab")
-    root = home / "root"
-    copy_notebooks(root)
-    settings = home / "settings"
-    for name, values in LAB_SETTINGS.items():
-        (settings / name).parent.mkdir(parents=True, exist_ok=True)
-        (settings / name).write_text(json.dumps(values))
+@contextlib.contextmanager
+def jupyterlab(home: Path, root: Path, *, args: list[str] = (), env: dict | None = None,
+               cwd: Path | None = None):
+    """A JupyterLab on 127.0.0.1 (free port, no token) with its config, runtime, data and
+    IPython folders under ``home``; yields its base URL. It loads the course's lab settings
+    (``lab/``, as ``make lab`` does). Its log is copied to test-artifacts/browser/ as
+    ``{home.name}.log`` when it stops."""
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"),
-               JUPYTER_RUNTIME_DIR=str(home / "runtime"), IPYTHONDIR=str(home / "ipython"),
-               JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
+               JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTER_DATA_DIR=str(home / "data"),
+               IPYTHONDIR=str(home / "ipython"), JUPYTER_PLATFORM_DIRS="1",
+               JUPYTER_CONFIG_PATH=str(ROOT / "lab"), PYTHONUNBUFFERED="1", **(env or {}))
     port = free_port()
     command = [
         sys.executable, "-m", "jupyterlab", "--no-browser",
         "--allow-root", "--ServerApp.terminals_enabled=False",
         "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
         "--IdentityProvider.token=", "--ServerApp.password=",
-        f"--ServerApp.root_dir={root}",
-        "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        "--LabApp.extension_manager=readonly",
-        "--LabApp.expose_app_in_browser=True",
-        f"--LabApp.user_settings_dir={settings}",
-        f"--LabApp.workspaces_dir={home / 'workspaces'}",
+        "--LabApp.expose_app_in_browser=True", *args, str(root),
     ]
-    log = open(home / "jupyterlab.log", "w")  # noqa: SIM115 - closed at teardown
+    log_path = home / "jupyterlab.log"
+    log = open(log_path, "w")  # noqa: SIM115 - closed at teardown
     server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              cwd=root)
+                              cwd=cwd or root)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
         while True:
             if server.poll() is not None:
-                raise RuntimeError("JupyterLab exited:\n" + (home / "jupyterlab.log").read_text())
+                raise RuntimeError("JupyterLab exited:\n" + log_path.read_text())
             try:
                 with urllib.request.urlopen(f"{url}/api/status", timeout=2):
                     break
             except OSError:
                 if time.monotonic() > deadline:
                     raise RuntimeError("JupyterLab did not start in 120 s:\n"
-                                       + (home / "jupyterlab.log").read_text()) from None
+                                       + log_path.read_text()) from None
                 time.sleep(0.5)
         yield url
     finally:
@@ -166,21 +199,58 @@ def lab_url(chromium, tmp_path_factory):
             server.wait()
         log.close()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(home / "jupyterlab.log", ARTIFACTS / "jupyterlab.log")
+        shutil.copy(log_path, ARTIFACTS / f"{home.name}.log")
 
 
 @pytest.fixture(scope="session")
-def browser_context(chromium, tmp_path_factory):
-    """A headless Chromium with a fresh profile (Playwright drives it over CDP)."""
+def lab_url(chromium, tmp_path_factory):
+    """Base URL of a JupyterLab serving copies of notebooks/ and the fixtures."""
+    home = tmp_path_factory.mktemp("jupyterlab", numbered=False)
+    root = home / "root"
+    copy_notebooks(root)
+    settings = home / "settings"
+    for name, values in LAB_SETTINGS.items():
+        (settings / name).parent.mkdir(parents=True, exist_ok=True)
+        (settings / name).write_text(json.dumps(values))
+    with jupyterlab(home, root, args=[
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.extension_manager=readonly",
+        f"--LabApp.user_settings_dir={settings}",
+        f"--LabApp.workspaces_dir={home / 'workspaces'}",
+    ]) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def executed_site(tmp_path_factory) -> Path:
+    """The book built as ``make book`` builds it, every notebook executed: once a session."""
+    from rope_lab import book
+
+    out = tmp_path_factory.mktemp("executed-book") / "site"
+    book.build(out, book.course_notebooks(), run=True, log=lambda _: None)
+    return out
+
+
+@pytest.fixture(scope="session")
+def playwright_driver(chromium):
+    """Playwright, once for the session: its sync API cannot start a second time while one
+    runs, so every test that drives a browser launches it from here."""
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),
-            executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 900},
-        )
-        try:
-            yield context
-        finally:
-            context.close()
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def browser_context(chromium, playwright_driver, tmp_path_factory):
+    """A headless Chromium with a fresh profile (Playwright drives it over CDP)."""
+    context = playwright_driver.chromium.launch_persistent_context(
+        str(tmp_path_factory.mktemp("chromium-profile")),
+        executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
+        viewport={"width": 1280, "height": 900},
+    )
+    try:
+        yield context
+    finally:
+        context.close()

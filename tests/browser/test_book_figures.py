@@ -49,29 +49,18 @@ MEASURE = """img => ({
 
 
 @pytest.fixture(scope="module")
-def executed_site(tmp_path_factory) -> Path:
-    """The book built as ``make book`` builds it: every notebook executed, once."""
-    out = tmp_path_factory.mktemp("executed-book") / "site"
-    book.build(out, NOTEBOOKS, run=True, log=lambda _: None)
-    return out
-
-
-@pytest.fixture(scope="module")
-def offline_page(chromium, executed_site):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, headless=True,
-                                             args=setup.CHROMIUM_FLAGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
-        context.route("http://**/*", lambda route: route.abort("internetdisconnected"))
-        context.route("https://**/*", lambda route: route.abort("internetdisconnected"))
-        page = context.new_page()
-        try:
-            yield page
-        finally:
-            context.close()
-            browser.close()
+def offline_page(chromium, playwright_driver, executed_site):
+    browser = playwright_driver.chromium.launch(executable_path=chromium, headless=True,
+                                                args=setup.CHROMIUM_FLAGS)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.route("http://**/*", lambda route: route.abort("internetdisconnected"))
+    context.route("https://**/*", lambda route: route.abort("internetdisconnected"))
+    page = context.new_page()
+    try:
+        yield page
+    finally:
+        context.close()
+        browser.close()
 
 
 @pytest.fixture(scope="module")

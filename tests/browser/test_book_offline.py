@@ -4,8 +4,9 @@ Every page of the book is built from the notebooks as they are (not executed: th
 the Chinese words and the code are in the sources) and opened from disk in headless
 Chromium, with every request to the network refused. On each page MathJax must typeset
 the formulas from the site's own copy, the Chinese words must be drawn with the shipped
-web font (this machine has no CJK system font), and no code line may be wider than the
-page at 1280 px. Screenshots at 1280 × 800 go to test-artifacts/browser/.
+font (this machine has no CJK system font), in prose and in code, where a Chinese character
+takes two columns, no code line may be wider than the page at 1280 px, and the page logs
+no error to the console. Screenshots at 1280 × 800 go to test-artifacts/browser/.
 """
 
 from __future__ import annotations
@@ -33,34 +34,55 @@ def site(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def offline_page(chromium, site):
+def offline_page(chromium, playwright_driver, site):
     """A Chromium page whose every http(s) request is refused and recorded."""
-    from playwright.sync_api import sync_playwright
+    browser = playwright_driver.chromium.launch(executable_path=chromium, headless=True,
+                                                args=setup.CHROMIUM_FLAGS)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    refused: list[str] = []
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, headless=True,
-                                             args=setup.CHROMIUM_FLAGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
-        refused: list[str] = []
+    def refuse(route):
+        refused.append(route.request.url)
+        route.abort("internetdisconnected")
 
-        def refuse(route):
-            refused.append(route.request.url)
-            route.abort("internetdisconnected")
-
-        context.route("http://**/*", refuse)
-        context.route("https://**/*", refuse)
-        page = context.new_page()
-        page.refused = refused
-        try:
-            yield page
-        finally:
-            context.close()
-            browser.close()
+    context.route("http://**/*", refuse)
+    context.route("https://**/*", refuse)
+    page = context.new_page()
+    page.refused = refused
+    page.console_errors = []
+    page.on("console", lambda message: page.console_errors.append(message.text)
+            if message.type == "error" else None)
+    page.on("pageerror", lambda error: page.console_errors.append(f"uncaught: {error}"))
+    page.cdp = context.new_cdp_session(page)
+    page.cdp.send("DOM.enable")
+    page.cdp.send("CSS.enable")
+    try:
+        yield page
+    finally:
+        context.close()
+        browser.close()
 
 
 def _open(page, path: Path) -> None:
     page.refused.clear()
+    page.console_errors.clear()
     page.goto(path.as_uri(), wait_until="load")
+    page.evaluate("document.fonts.ready.then(() => true)")
+
+
+# The width of one character in the code font, and of one Chinese character, in CSS px.
+CODE_WIDTHS = """() => {
+    const pre = document.querySelector('.jp-InputArea pre, .highlight pre');
+    const measure = text => {
+        const span = document.createElement('span');
+        span.textContent = text;
+        pre.appendChild(span);
+        const width = span.getBoundingClientRect().width;
+        span.remove();
+        return width / text.length;
+    };
+    return {latin: measure('abcdefghij'), chinese: measure('我爱你你爱我位置编码')};
+}"""
 
 
 TYPESET = """() => new Promise(done => {
@@ -93,6 +115,7 @@ def test_maths_typesets_with_no_network(offline_page, site):
     assert typeset > 10, "MathJax typeset no formula: it did not load from the site's copy"
     assert page.evaluate("document.body.innerText").count("$$") == 0
     assert page.refused == [], f"the page asked the network for {page.refused}"
+    assert page.console_errors == [], page.console_errors
 
 
 def test_chinese_renders_with_the_shipped_font(offline_page, site):
@@ -103,7 +126,27 @@ def test_chinese_renders_with_the_shipped_font(offline_page, site):
     page.get_by_text("旋转位置编码").first.scroll_into_view_if_needed()
     page.screenshot(path=str(setup.ARTIFACTS / "book-offline-00-chinese.png"))
     assert drawn == {"loaded": True, "covers": True}, drawn
+    fonts = setup.platform_fonts(page.cdp, "旋转位置编码")
+    assert setup.glyphs_from_the_course_font(fonts) >= 6, fonts
     assert page.refused == [], f"the page asked the network for {page.refused}"
+    assert page.console_errors == [], page.console_errors
+
+
+def test_chinese_in_code_renders_two_columns_wide(offline_page, site):
+    """01's Chinese sentence in code (`characters = "我爱你求关注"`): drawn with the shipped
+    font, where a Chinese character takes two columns of the monospace font."""
+    page = offline_page
+    notebook = setup.ROOT / "notebooks" / "01_attention_without_position.ipynb"
+    text = setup.chinese_in_code(notebook)
+    _open(page, site / book.page_name(notebook))
+    code = page.locator(".jp-InputArea pre, .highlight pre", has_text=text).first
+    code.scroll_into_view_if_needed()
+    page.screenshot(path=str(setup.ARTIFACTS / "book-offline-01-chinese-code.png"))
+    fonts = setup.platform_fonts(page.cdp, text)
+    assert setup.glyphs_from_the_course_font(fonts) >= len(text), fonts
+    widths = page.evaluate(CODE_WIDTHS)
+    assert abs(widths["chinese"] - 2 * widths["latin"]) < 0.05 * widths["latin"], widths
+    assert page.console_errors == [], page.console_errors
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem[:2])
@@ -114,3 +157,4 @@ def test_no_code_line_is_wider_than_the_page(offline_page, site, notebook):
     assert overflow <= 1, (f"{notebook.name}: a code line overflows its box by {overflow} px at "
                            "1280 px; hold notebook code to 100 characters (ruff E501)")
     assert page.refused == [], f"{notebook.name} asked the network for {page.refused}"
+    assert page.console_errors == [], f"{notebook.name}: console errors {page.console_errors}"

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from rope_lab.course import notebook_files
+
 # This folder's conftest, loaded under its own name (the root and tests/ have one too).
 _spec = importlib.util.spec_from_file_location(
     "browser_conftest", Path(__file__).with_name("conftest.py"))
@@ -37,7 +39,7 @@ def test_served_copies_name_a_kernel(tmp_path):
     import nbformat
 
     setup.copy_notebooks(tmp_path)
-    copies = sorted(tmp_path.rglob("*.ipynb"))
+    copies = notebook_files(tmp_path, recursive=True)
     assert tmp_path / "fixtures" / "widget_fixture.ipynb" in copies
     for copy in copies:
         assert nbformat.read(copy, as_version=4).metadata["kernelspec"]["name"] == "python3"
