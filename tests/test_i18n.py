@@ -627,10 +627,53 @@ def test_stdlib_gettext_reads_what_babel_compiles(tmp_path):
 def test_the_chinese_readme_gives_the_quick_start_and_its_links_work():
     readme = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
     for needed in ("make lab", "make test", "TORCH=cpu", "(README.md)",
-                   "(notebooks/zh_CN/README.md)", 'language="zh"', "ROPE_LAB_LANG"):
+                   "(notebooks/zh_CN/README.md)", "(notebooks/zh_CN/TEACHING.md)",
+                   'language="zh"', "ROPE_LAB_LANG"):
         assert needed in readme, needed
     targets = re.findall(r"\]\(([^)#\s]+)\)", readme)
     assert targets and not [t for t in targets if not (ROOT / t).exists()]
+
+
+def _section(markdown: str, heading: str) -> str:
+    """The text under ``## heading``, up to the next heading of that level."""
+    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", markdown, re.M | re.S)
+    assert match, f"no section '## {heading}'"
+    return match[1]
+
+
+def _quick_start(markdown: str) -> dict[str, set[str]]:
+    """What a quick start tells a reader to type: the make targets, the VAR=value settings
+    and the Python it needs."""
+    code = re.findall(r"`([^`\n]+)`", markdown) + re.findall(r"^make .*$", markdown, re.M)
+    words = [word for snippet in code for word in snippet.split("#")[0].split()]
+    targets = {snippet.split("#")[0].split()[1] for snippet in code
+               if re.match(r"make [a-z]", snippet)}
+    return {"targets": targets, "settings": {w for w in words if re.fullmatch(r"[A-Z_]+=\S+", w)},
+            "python": set(re.findall(r"Python (3\.\d+(?:\.\d+)?)", markdown))}
+
+
+def test_the_chinese_quick_start_is_the_english_one():
+    """README.md's quick start and README.zh-CN.md's give the same commands: the make
+    targets, the settings (TORCH=cpu, INSTALLER=pip) and the Python version. A command
+    added to or dropped from the English quick start fails here until the Chinese follows."""
+    english = _quick_start(_section((ROOT / "README.md").read_text(encoding="utf-8"),
+                                    "Quick start"))
+    chinese = _quick_start(_section((ROOT / "README.zh-CN.md").read_text(encoding="utf-8"),
+                                    "快速上手"))
+    assert {"lab", "test"} <= english["targets"] and "TORCH=cpu" in english["settings"]
+    assert chinese == english
+    # Colab links wait for a repository: both READMEs name the command that sets it
+    publish = "make set-repository URL=https://github.com/OWNER/NAME REF="
+    assert publish in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert publish in (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+
+
+def test_a_stale_chinese_quick_start_is_caught():
+    english = _quick_start("Python 3.11.5\n```bash\nmake lab  # open it\n```\n"
+                           "`make lab TORCH=cpu` or `make notebook-filter`")
+    assert english == {"targets": {"lab", "notebook-filter"}, "settings": {"TORCH=cpu"},
+                       "python": {"3.11.5"}}
+    assert _quick_start("Python 3.11.5，`make lab TORCH=cpu`") != english
 
 
 def test_a_percent_sign_is_no_format_directive(tmp_path):
