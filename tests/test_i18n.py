@@ -25,11 +25,14 @@ pytest.importorskip("babel", reason="the catalogs need Babel (the test extra)")
 import rope_lab as rl  # noqa: E402
 from rope_lab import i18n  # noqa: E402
 from rope_lab.glossary import GLOSSARY  # noqa: E402
-from rope_lab.i18n import catalogs, lint  # noqa: E402
+from rope_lab.i18n import catalogs, documents, lint  # noqa: E402
 from rope_lab.i18n import notebooks as text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOGS = catalogs.catalogs()
+NOTEBOOK_CATALOGS = [po for po in CATALOGS
+                     if not catalogs.is_document(catalogs.english_source(po.stem))]
+TEACHING_PO = catalogs.CATALOG_DIR / "TEACHING.po"
 SEEDS = Path(os.environ.get("ROPE_LAB_SEEDS",
                             Path(__file__).resolve().parents[2] / "shared" / "seeds"))
 # Terms notebooks 10–12 use, which the table must carry before those notebooks are translated.
@@ -44,11 +47,11 @@ def _load(path: Path) -> dict:
 
 
 def _entries(po: Path):
-    """(message, translation) for every message of the notebook the catalog translates."""
+    """(message, translation) for every message of the notebook or document the catalog
+    translates."""
     catalog = catalogs.read_catalog(po)
-    notebook = _load(catalogs.english_notebook(po.stem))
     seen = set()
-    for message in text.notebook_messages(notebook):
+    for message in catalogs.source_messages(catalogs.english_source(po.stem)):
         if message.msgid not in seen:
             seen.add(message.msgid)
             yield message, catalogs.translation(catalog, message.msgid)
@@ -68,7 +71,7 @@ def test_the_first_phase_is_translated():
 def test_every_message_has_a_current_translation(po):
     """An English text added or changed since the last translation is missing or fuzzy."""
     template = (catalogs.package_template() if po == catalogs.PACKAGE_PO
-                else catalogs.notebook_template(catalogs.english_notebook(po.stem)))
+                else catalogs.source_template(catalogs.english_source(po.stem)))
     found = catalogs.status(po, template)
     assert found.entries > 0
     assert not found.missing and not found.fuzzy, (
@@ -85,9 +88,9 @@ def test_the_committed_chinese_edition_is_what_the_build_makes():
                           "build`) and commit what it writes")
 
 
-@pytest.mark.parametrize("po", CATALOGS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("po", NOTEBOOK_CATALOGS, ids=lambda p: p.stem)
 def test_the_chinese_code_is_the_english_code(po):
-    english = catalogs.english_notebook(po.stem)
+    english = catalogs.english_source(po.stem)
     problems = text.code_drift(_load(english), _load(catalogs.translated_path(english)),
                                language=catalogs.LANGUAGE)
     assert not problems, problems
@@ -129,8 +132,44 @@ def test_terms_follow_the_table(po):
 
 @pytest.mark.parametrize("po", CATALOGS, ids=lambda p: p.stem)
 def test_links_in_the_chinese_edition_resolve(po):
-    translated = catalogs.translated_path(catalogs.english_notebook(po.stem))
-    assert not catalogs.link_problems(translated)
+    translated = catalogs.translated_path(catalogs.english_source(po.stem))
+    assert translated.exists() and not catalogs.link_problems(translated)
+
+
+def _block_structure(markdown: str) -> list[tuple[str, str]]:
+    """The blocks a CommonMark reader (markdown-it-py, tables on) opens, in order: headings,
+    paragraphs, lists and items, tables, rows and cells."""
+    markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py parses the markdown")
+    tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(markdown)
+    return [(token.type, token.tag) for token in tokens if token.nesting == 1]
+
+
+def test_the_teaching_guide_is_built_from_its_catalog():
+    """The guide is a catalog source like the notebooks (its entries are checked above:
+    current, fields, terms, links, build): here, the built guide has every block of the
+    English, in order, none left in English, and points at the Chinese solutions."""
+    assert TEACHING_PO in CATALOGS
+    english = (ROOT / "notebooks" / "TEACHING.md").read_text(encoding="utf-8")
+    chinese = (ROOT / "notebooks" / "zh_CN" / "TEACHING.md").read_text(encoding="utf-8")
+    assert _block_structure(chinese) == _block_structure(english)
+    left = [m.msgid for m in documents.document_messages(english) if m.msgid in chinese]
+    assert not left, left
+    assert "`notebooks/zh_CN/solutions/05_long_range_decay_solutions.ipynb`" in chinese
+    assert "`notebooks/solutions/05_long_range_decay_solutions.ipynb`" not in chinese
+    index = (ROOT / "notebooks" / "zh_CN" / "README.md").read_text(encoding="utf-8")
+    assert "[TEACHING.md](TEACHING.md)" in index  # the Chinese index links the Chinese guide
+
+
+def test_the_teaching_guide_is_split_where_commonmark_splits_it():
+    """An independent reader (markdown-it-py) finds the guide's headings, paragraphs, list
+    items and tables (a table read as one paragraph) with the same words as the messages."""
+    markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py parses the markdown")
+    english = (ROOT / "notebooks" / "TEACHING.md").read_text(encoding="utf-8")
+    tokens = markdown_it.MarkdownIt("commonmark").parse(english)
+    expected = [" ".join(t.content.split()) for t in tokens
+                if t.type == "inline" and text.has_words(t.content)]
+    found = [" ".join(m.msgid.split()) for m in documents.document_messages(english)]
+    assert found == expected and len(found) > 15
 
 
 def test_the_compiled_catalog_is_what_gettext_reads():
@@ -357,7 +396,7 @@ def test_update_marks_a_changed_text_fuzzy_and_a_new_one_missing(tmp_path):
     assert changed.string == "译：The first paragraph."  # the old translation, to review
     assert updated["The second paragraph."].string and not updated["The second paragraph."].fuzzy
     assert not updated["A new one."].string
-    found = catalogs.status(po, catalogs.notebook_template(english))
+    found = catalogs.status(po, catalogs.source_template(english))
     assert found.fuzzy == ["The first paragraph, edited."] and found.missing == ["A new one."]
     assert "#| msgid \"The first paragraph.\"" in po.read_text(encoding="utf-8")
     assert catalogs.update(tmp_path) == []  # a second update changes nothing
@@ -485,6 +524,90 @@ def test_the_build_points_links_at_the_chinese_twins(tmp_path):
     assert "[file](../data.csv)" in built and "[next](../02_other.ipynb)" in built  # no twin
 
 
+GUIDE = """# Tiny guide
+
+Open `notebooks/01_tiny.ipynb` first, then [its map](01_tiny.ipynb#map), the
+[README](../README.md) and `notebooks/solutions/NN_slug_solutions.ipynb` (a pattern).
+
+## Later on
+
+- One item,
+  wrapped.
+
+```bash
+make lab  # a fence stays as it is
+```
+"""
+
+
+def _tiny_guide(root: Path) -> Path:
+    """The tiny repository with a markdown document beside its notebook."""
+    _tiny_repository(root)
+    (root / "README.md").write_text("# readme\n")
+    guide = root / "notebooks" / "GUIDE.md"
+    guide.write_text(GUIDE, encoding="utf-8")
+    return guide
+
+
+def test_a_markdown_document_is_a_catalog_source(tmp_path):
+    guide = _tiny_guide(tmp_path)
+    messages = documents.document_messages(GUIDE)
+    assert [(m.msgid, m.cell_id, m.note) for m in messages] == [
+        ("Tiny guide", "tiny-guide", "markdown heading"),
+        ("Open `notebooks/01_tiny.ipynb` first, then [its map](01_tiny.ipynb#map), the "
+         "[README](../README.md) and `notebooks/solutions/NN_slug_solutions.ipynb` (a pattern).",
+         "tiny-guide", "markdown paragraph"),
+        ("Later on", "later-on", "markdown heading"),
+        ("One item, wrapped.", "later-on", "markdown list item")]
+    po = catalogs.init("GUIDE.md", tmp_path)
+    assert "#: GUIDE.md#later-on" in po.read_text(encoding="utf-8")  # where, for a translator
+    _translate_all(po)
+    _translate_all(catalogs.init("01_tiny", tmp_path))
+    assert catalogs.build(tmp_path)
+    built = tmp_path / "notebooks" / "zh_CN" / "GUIDE.md"
+    chinese = built.read_text(encoding="utf-8")
+    assert chinese.startswith("<!-- Generated by `python -m rope_lab.i18n build` from "
+                              "notebooks/GUIDE.md and its catalog")
+    assert "# 译：Tiny guide\n" in chinese and "- 译：One item, wrapped.\n" in chinese
+    # links: to the Chinese twin where one exists, else to the English file from the new folder
+    assert ("译：Open `notebooks/zh_CN/01_tiny.ipynb` first, then [its map](01_tiny.ipynb#map), "
+            "the [README](../../README.md)") in chinese
+    assert "make lab  # a fence stays as it is" in chinese
+    assert catalogs.stale_outputs(tmp_path) == [] and catalogs.link_problems(built, tmp_path) == []
+    # an English edit: that entry fuzzy, the build keeps its English until it is reviewed
+    guide.write_text(GUIDE.replace("One item,", "One edited item,"), encoding="utf-8")
+    assert len(catalogs.stale_outputs(tmp_path)) == 1  # the English changed since the build
+    catalogs.update(tmp_path)
+    found = catalogs.status(po, catalogs.source_template(guide))
+    assert found.fuzzy == ["One edited item, wrapped."] and not found.missing
+    catalogs.build(tmp_path)
+    assert "- One edited item,\n  wrapped.\n" in built.read_text(encoding="utf-8")  # as written
+    assert catalogs.update(tmp_path) == []  # a second update changes nothing
+
+
+def test_a_stale_or_broken_document_is_caught(tmp_path):
+    _tiny_guide(tmp_path)
+    _translate_all(catalogs.init("GUIDE", tmp_path))
+    _translate_all(catalogs.init("01_tiny", tmp_path))
+    catalogs.build(tmp_path)
+    built = tmp_path / "notebooks" / "zh_CN" / "GUIDE.md"
+    original = built.read_text(encoding="utf-8")
+    built.write_text(original.replace("译：Later on", "手改"), encoding="utf-8")
+    assert catalogs.stale_outputs(tmp_path) == [
+        "notebooks/zh_CN/GUIDE.md: differs from what the build makes (edited by hand, or the "
+        "English notebook or its catalog changed since the last build)"]
+    built.write_text(original + "\n[English](../01_tiny.ipynb), [gone](gone.md), "
+                     "`notebooks/01_tiny.ipynb`, `notebooks/02_none.ipynb`\n", encoding="utf-8")
+    assert catalogs.link_problems(built, tmp_path) == [
+        "link ../01_tiny.ipynb leads to the English notebook or document; its Chinese twin "
+        "exists",
+        "link gone.md goes nowhere",
+        "notebooks/01_tiny.ipynb is the English notebook or document; its Chinese twin exists",
+        "notebooks/02_none.ipynb does not exist"]
+    with pytest.raises(FileNotFoundError, match=r"nor a document notebooks/NOTES\.md"):
+        catalogs.init("NOTES", tmp_path)
+
+
 def test_stdlib_gettext_reads_what_babel_compiles(tmp_path):
     """The run-time path uses no Babel: a .mo that Babel writes, read by gettext alone."""
     from babel.messages.catalog import Catalog
@@ -504,10 +627,53 @@ def test_stdlib_gettext_reads_what_babel_compiles(tmp_path):
 def test_the_chinese_readme_gives_the_quick_start_and_its_links_work():
     readme = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
     for needed in ("make lab", "make test", "TORCH=cpu", "(README.md)",
-                   "(notebooks/zh_CN/README.md)", 'language="zh"', "ROPE_LAB_LANG"):
+                   "(notebooks/zh_CN/README.md)", "(notebooks/zh_CN/TEACHING.md)",
+                   'language="zh"', "ROPE_LAB_LANG"):
         assert needed in readme, needed
     targets = re.findall(r"\]\(([^)#\s]+)\)", readme)
     assert targets and not [t for t in targets if not (ROOT / t).exists()]
+
+
+def _section(markdown: str, heading: str) -> str:
+    """The text under ``## heading``, up to the next heading of that level."""
+    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", markdown, re.M | re.S)
+    assert match, f"no section '## {heading}'"
+    return match[1]
+
+
+def _quick_start(markdown: str) -> dict[str, set[str]]:
+    """What a quick start tells a reader to type: the make targets, the VAR=value settings
+    and the Python it needs."""
+    code = re.findall(r"`([^`\n]+)`", markdown) + re.findall(r"^make .*$", markdown, re.M)
+    words = [word for snippet in code for word in snippet.split("#")[0].split()]
+    targets = {snippet.split("#")[0].split()[1] for snippet in code
+               if re.match(r"make [a-z]", snippet)}
+    return {"targets": targets, "settings": {w for w in words if re.fullmatch(r"[A-Z_]+=\S+", w)},
+            "python": set(re.findall(r"Python (3\.\d+(?:\.\d+)?)", markdown))}
+
+
+def test_the_chinese_quick_start_is_the_english_one():
+    """README.md's quick start and README.zh-CN.md's give the same commands: the make
+    targets, the settings (TORCH=cpu, INSTALLER=pip) and the Python version. A command
+    added to or dropped from the English quick start fails here until the Chinese follows."""
+    english = _quick_start(_section((ROOT / "README.md").read_text(encoding="utf-8"),
+                                    "Quick start"))
+    chinese = _quick_start(_section((ROOT / "README.zh-CN.md").read_text(encoding="utf-8"),
+                                    "快速上手"))
+    assert {"lab", "test"} <= english["targets"] and "TORCH=cpu" in english["settings"]
+    assert chinese == english
+    # Colab links wait for a repository: both READMEs name the command that sets it
+    publish = "make set-repository URL=https://github.com/OWNER/NAME REF="
+    assert publish in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert publish in (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+
+
+def test_a_stale_chinese_quick_start_is_caught():
+    english = _quick_start("Python 3.11.5\n```bash\nmake lab  # open it\n```\n"
+                           "`make lab TORCH=cpu` or `make notebook-filter`")
+    assert english == {"targets": {"lab", "notebook-filter"}, "settings": {"TORCH=cpu"},
+                       "python": {"3.11.5"}}
+    assert _quick_start("Python 3.11.5，`make lab TORCH=cpu`") != english
 
 
 def test_a_percent_sign_is_no_format_directive(tmp_path):
@@ -555,7 +721,7 @@ def test_update_agrees_with_gnu_msgmerge(tmp_path):
     english.write_text(json.dumps(notebook))
     catalogs.update(tmp_path)
     template = tmp_path / "new.pot"
-    template.write_bytes(catalogs.po_bytes(catalogs.notebook_template(english)))
+    template.write_bytes(catalogs.po_bytes(catalogs.source_template(english)))
     merged = tmp_path / "merged.po"
     subprocess.run(["msgmerge", "--quiet", "-o", str(merged), str(old), str(template)],
                    check=True)

@@ -994,13 +994,14 @@ def translate_notebook(notebook: dict, translate: Callable[[Message], str | None
     return result
 
 
-_NOTEBOOK_PATH = re.compile(r"(?<![\w/.])notebooks/((?:solutions/)?[\w.-]+\.ipynb)")
+_NOTEBOOK_PATH = re.compile(r"(?<![\w/.])notebooks/((?:solutions/)?[\w.-]+\.(?:ipynb|md))")
 
 
 def relink(markdown: str, link: Link) -> str:
     """Rewrite the relative link targets ``](target)`` and the repository paths
-    ``notebooks/….ipynb`` of a markdown text through ``link`` (a path relative to the
-    English notebook's folder → the path to use from the translated notebook)."""
+    ``notebooks/….ipynb`` (and ``notebooks/….md``) of a markdown text through ``link`` (a
+    path relative to the English notebook's folder → the path to use from the translated
+    notebook)."""
     def target(match: re.Match) -> str:
         url = match[1]
         if re.match(r"^([a-z][a-z0-9+.-]*:|#|/)", url, re.I):
