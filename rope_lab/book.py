@@ -425,10 +425,16 @@ def kernel_config():
 
 
 def local_links(nb, pages: set[str]) -> None:
-    """Point the outputs' links to a notebook in Colab (notebook 00's course map) at its page
-    of the book instead: a reader of the book stays in the book."""
-    replacements = {colab_url(entry.filename): page_name(Path(entry.filename))
-                    for entry in NOTEBOOKS if page_name(Path(entry.filename)) in pages}
+    """Point the outputs' links to a notebook (notebook 00's course map: its Colab link once
+    the course is published, the notebook file until then) at its page of the book instead:
+    a reader of the book stays in the book."""
+    replacements = {}
+    for entry in NOTEBOOKS:
+        page = page_name(Path(entry.filename))
+        if page in pages:
+            for link in (colab_url(entry.filename), entry.filename):
+                if link:  # no Colab link while the course names no published repository
+                    replacements[link] = page
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             for mime in ("text/markdown", "text/html"):

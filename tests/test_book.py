@@ -334,16 +334,26 @@ def test_pages_set_every_text_in_a_stack_that_ends_with_the_cjk_font(tmp_path):
     assert "var(--jp-content-font-family)" in (out / "index.html").read_text()
 
 
-def test_course_map_links_to_colab_become_links_to_pages():
+@pytest.mark.parametrize("published", [False, True])
+def test_course_map_links_become_links_to_pages(monkeypatch, published):
+    """The course map links each notebook (in Colab once published, the file until then);
+    the book points those links at its own pages, and leaves a notebook it has no page for."""
+    from rope_lab import course
+
+    if published:
+        monkeypatch.setattr(course, "REPOSITORY", "https://github.com/teacher/rope-course")
+        monkeypatch.setattr(course, "REF", "v1.0")
     first, second = NOTEBOOKS[0].filename, NOTEBOOKS[1].filename
+    link = {name: course.colab_url(name) or name for name in (first, second)}
+    assert (link[first] != first) == published
     nb = new_notebook(cells=[new_code_cell("course_map()", outputs=[
         new_output("display_data", data={
-            "text/markdown": f"| [open]({colab_url(first)}) | [open]({colab_url(second)}) |",
-            "text/html": f'<a href="{colab_url(first)}">open</a>'})])])
+            "text/markdown": f"| [open]({link[first]}) | [open]({link[second]}) |",
+            "text/html": f'<a href="{link[first]}">open</a>'})])])
     book.local_links(nb, {book.page_name(Path(first))})
     data = nb.cells[0].outputs[0].data
     assert data["text/markdown"] == (f"| [open]({book.page_name(Path(first))}) "
-                                     f"| [open]({colab_url(second)}) |")  # no page: Colab
+                                     f"| [open]({link[second]}) |")  # no page: left alone
     assert data["text/html"] == f'<a href="{book.page_name(Path(first))}">open</a>'
 
 
