@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rope_lab import course, glossary
+from rope_lab.course import notebook_files
 
 # The Chinese terms the source posts use, which the brief promises to explain.
 SOURCE_TERMS = ("旋转位置编码", "远程衰减", "外推", "绝对位置编码", "相对位置编码", "内插")
@@ -99,7 +100,8 @@ def _markdown(path: Path) -> str:
     return re.sub(r"https?://\S+", " ", text)
 
 
-TEXTS = {path.name[:2]: _markdown(path) for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))}
+TEXTS = {path.name[:2]: _markdown(path)
+         for path in notebook_files(NOTEBOOKS, "[0-9][0-9]_*.ipynb")}
 
 
 def _mentions(text: str, name: str) -> bool:

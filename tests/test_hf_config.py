@@ -411,8 +411,12 @@ def test_partial_rotary_factor_applies_where_the_models_rotary_reads_it(model_ty
               "max_position_embeddings": 2048, "rope_theta": 10000.0,
               "partial_rotary_factor": 0.25}
     notes = assert_tables(config)
-    assert hf.inv_freq_from_config(config)[0].shape == (rotary,)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert hf.inv_freq_from_config(config)[0].shape == (rotary,)
     assert any("is not read by its rotary embedding" in note for note in notes) == (
+        rotary == 64)
+    assert any("is not read by its rotary embedding" in str(w.message) for w in caught) == (
         rotary == 64)
     # a scaling type reads it in every model
     scaled = {**config, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
