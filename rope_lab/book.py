@@ -6,7 +6,17 @@ figures inline, and links between notebooks that point at the other pages (noteb
 course map, which links to Colab in a notebook, links to the pages here). A widget cannot
 move on a static page, so each widget output is replaced by the figure its panel drew at the
 default settings, with a note saying so. The command exits non-zero when a page is missing,
-shows an error or stderr output, or links to a page that does not exist.
+shows an error or stderr output, links to a page or a file that does not exist, or lacks
+its language switch.
+
+The book has one edition per language of the course (:data:`EDITIONS`), laid out as
+``notebooks/`` is: the English pages at the top, the 简体中文 edition, made from
+``notebooks/zh_CN/``, in ``zh_CN/`` with its own index. Every page links to the same page in
+the other edition, or to that edition's index where the page has no twin (a notebook not
+translated yet); which twins exist is read from the notebook files. A Chinese page speaks
+Chinese throughout: its navigation, notes and index come from the package's gettext catalog
+(``rope_lab/locale/``, looked up with :func:`rope_lab.i18n.using_language`), its ``<html>`` is
+marked ``lang="zh-CN"``, and its Colab links open the Chinese notebooks.
 
 The site works offline (a classroom may have no network): MathJax is copied into it from
 the ``jupyter-server-mathjax`` package (the ``book`` extra), and the Chinese words of the
@@ -30,10 +40,12 @@ import posixpath
 import re
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from rope_lab import course
 from rope_lab.course import COLAB_CELL, NOTEBOOKS, REF, REPOSITORY, colab_url, notebook_files
+from rope_lab.i18n import LANGUAGES, N_, _, using_language
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -56,6 +68,61 @@ MATHJAX_URL = f"{MATHJAX_DIR}/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
 # plot differ by 0.005-0.008, two different figures of one notebook by 0.023 or more.
 SAME_FIGURE = 0.015
 
+
+
+@dataclass(frozen=True)
+class Edition:
+    """One language of the book.
+
+    ``folder`` is where its notebooks are below ``notebooks/`` and where its pages are below
+    the site: "" for English, the gettext locale ("zh_CN") for a translation, so a page's
+    links to other notebooks resolve as they do between the notebooks.
+    """
+
+    language: str  # rope_lab.i18n's code: "en", "zh"
+    folder: str
+    label: str  # the edition's name in its own language, shown on the language switch
+
+    @property
+    def html_lang(self) -> str:
+        """The ``lang`` of its pages (BCP 47: "en", "zh-CN")."""
+        return self.folder.replace("_", "-") or self.language
+
+    def page(self, name: str) -> str:
+        """The site path of one of its pages: "index.html" → "zh_CN/index.html"."""
+        return posixpath.join(self.folder, name) if self.folder else name
+
+
+# The course's languages (rope_lab.i18n.LANGUAGES), English first: the site's top level.
+_AUTONYMS = {"en": "English", "zh": "中文"}
+EDITIONS = tuple(Edition(code, locale or "", _AUTONYMS[code])
+                 for code, locale in LANGUAGES.items())
+ENGLISH = EDITIONS[0]
+
+
+def edition_of(notebook: Path) -> Edition:
+    """The edition a notebook belongs to: a translation's when it sits in that edition's
+    folder (``notebooks/zh_CN/``), else English."""
+    return next((edition for edition in EDITIONS[1:]
+                 if notebook.parent.name == edition.folder), ENGLISH)
+
+
+def page_edition(page: str) -> Edition:
+    """The edition of the page at site path ``page`` ("zh_CN/03_x.html": Chinese)."""
+    return next((edition for edition in EDITIONS[1:]
+                 if page.startswith(edition.folder + "/")), ENGLISH)
+
+
+def _relative(target: str, page: str) -> str:
+    """The link from the site path ``page`` to the site path ``target``."""
+    return posixpath.relpath(target, posixpath.dirname(page) or ".")
+
+
+def _root(page: str) -> str:
+    """The way from the site path ``page`` to the site's top folder ("", "../")."""
+    return "../" * page.count("/")
+
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 # nbconvert's lab template marks both error outputs and stderr streams with this MIME type.
@@ -64,13 +131,15 @@ STDERR_MARK = 'data-mime-type="application/vnd.jupyter.stderr"'
 
 # --- README ---------------------------------------------------------------------------------
 
-def binder_url(repository=REPOSITORY, ref=REF) -> str | None:
+def binder_url(repository=REPOSITORY, ref=REF, folder: str = "") -> str | None:
     """JupyterLab on Binder (mybinder.org builds it from environment.yml) at the pinned
-    release; None while the course names no published repository."""
+    release, opened at ``notebooks/`` (or its sub-folder ``folder``, e.g. "zh_CN"); None while
+    the course names no published repository."""
     if repository is None or ref is None:
         return None
     owner_and_name = repository.split("github.com/", 1)[1]
-    return f"https://mybinder.org/v2/gh/{owner_and_name}/{ref}?urlpath=lab/tree/notebooks"
+    path = posixpath.join("notebooks", folder) if folder else "notebooks"
+    return f"https://mybinder.org/v2/gh/{owner_and_name}/{ref}?urlpath=lab/tree/{path}"
 
 
 UNPUBLISHED_NOTE = (
@@ -205,21 +274,32 @@ def is_install_cell(cell) -> bool:
 # --- which notebooks, in which order --------------------------------------------------------
 
 def course_notebooks(notebook_dir: Path = NOTEBOOK_DIR) -> list[Path]:
-    """Notebooks to publish: the course map's order first, then any others, by name."""
+    """Notebooks of one folder to publish: the course map's order first, then any others, by
+    name (the folder's own notebooks: ``notebooks/`` is the English edition only)."""
     in_map = [notebook_dir / n.filename for n in NOTEBOOKS]
     present = [path for path in in_map if path.exists()]
     others = [path for path in notebook_files(notebook_dir) if path not in in_map]
     return present + others
 
 
+def book_notebooks(notebook_dir: Path = NOTEBOOK_DIR) -> list[Path]:
+    """Every edition's notebooks (:func:`course_notebooks` of ``notebooks/`` and of each
+    translation's folder, ``notebooks/zh_CN/``): what ``make book`` publishes."""
+    return [path for edition in EDITIONS
+            for path in course_notebooks(notebook_dir / edition.folder)]
+
+
 def page_name(notebook: Path) -> str:
-    return notebook.stem + ".html"
+    """The site path of a notebook's page: ``notebooks/03_x.ipynb`` → ``03_x.html``,
+    ``notebooks/zh_CN/03_x.ipynb`` → ``zh_CN/03_x.html``."""
+    return edition_of(notebook).page(notebook.stem + ".html")
 
 
 def _title(notebook: Path) -> str:
+    """"03 · RoPE in two dimensions", in the current language (the catalog has the titles)."""
     for entry in NOTEBOOKS:
         if entry.filename == notebook.name:
-            return f"{entry.filename[:2]} · {entry.title}"
+            return f"{entry.filename[:2]} · {_(entry.title)}"
     return notebook.stem.replace("_", " ")
 
 
@@ -272,14 +352,24 @@ def freeze_widget(model_id: str, models: dict, shown_above: list[str] = ()) -> l
             labels = state.get("_options_labels", [])
             if 0 <= state["index"] < len(labels):
                 settings.append(f"{state['description']} = {labels[state['index']]}")
-    shown = f" Shown at {', '.join(settings)}." if settings else ""
     duplicate = bool(images) and any(same_figure(images[-1], above) for above in shown_above)
-    if duplicate:
-        shown = (f" At its default settings ({', '.join(settings)}) it draws the figure above."
-                 if settings else " At its default settings it draws the figure above.")
-    note = ("*Interactive panel: run the notebook (JupyterLab, VS Code or Colab) to move "
-            f"its controls.{shown}*" if images else
-            "*Interactive widget: run the notebook to use it; it has no static figure.*")
+    # whole sentences, in the current language (the edition being written)
+    if not images:
+        note = _("Interactive widget: run the notebook to use it; it has no static figure.")
+    elif duplicate and settings:
+        note = _("Interactive panel: run the notebook (JupyterLab, VS Code or Colab) to move "
+                 "its controls. At its default settings ({settings}) it draws the figure "
+                 "above.")
+    elif duplicate:
+        note = _("Interactive panel: run the notebook (JupyterLab, VS Code or Colab) to move "
+                 "its controls. At its default settings it draws the figure above.")
+    elif settings:
+        note = _("Interactive panel: run the notebook (JupyterLab, VS Code or Colab) to move "
+                 "its controls. Shown at {settings}.")
+    else:
+        note = _("Interactive panel: run the notebook (JupyterLab, VS Code or Colab) to move "
+                 "its controls.")
+    note = "*" + note.format(settings=", ".join(settings)) + "*"
     outputs = [new_output("display_data", data={"image/png": png},
                           metadata={"image/png": {"width": css_width}} if css_width else {})
                for png in ([] if duplicate else images[-1:])]
@@ -344,39 +434,75 @@ _HREF = re.compile(r'href="(?!https?:|mailto:|#|data:)([^"#]*?\.(?:ipynb|md|py|j
                    r'(#[^"]*)?"')
 
 
-def rewrite_links(page: str, pages: set[str]) -> str:
+def rewrite_links(page: str, pages: set[str], here: str = "index.html") -> str:
     """Point a page's links at the book's pages where there is one, else at the repository.
 
-    Links are written relative to ``notebooks/``, as in the notebooks and TEACHING.md.
+    ``here`` is the page's site path: its links are written relative to its source's folder,
+    ``notebooks/`` for an English page, ``notebooks/zh_CN/`` for a Chinese one (``zh_CN/…``),
+    as in the notebooks and the teaching guides. A Chinese notebook's link to an English one
+    (a notebook not translated yet) leads to the English page.
     """
+    folder = posixpath.dirname(here)
 
     def replace(match):
-        path = posixpath.normpath(posixpath.join("notebooks", match[1]))  # from the repo root
+        # the file's path from the repository root
+        path = posixpath.normpath(posixpath.join("notebooks", folder, match[1]))
         anchor = match[2] or ""
-        folder, name = posixpath.split(path)
-        stem = name.rsplit(".", 1)[0]
-        if folder == "notebooks" and name.endswith(".ipynb") and f"{stem}.html" in pages:
-            return f'href="{stem}.html{anchor}"'
-        if path == "notebooks/TEACHING.md" and "teaching.html" in pages:
-            return f'href="teaching.html{anchor}"'
+        source_folder, name = posixpath.split(path)
+        if source_folder == "notebooks" or source_folder.startswith("notebooks/"):
+            site_folder = source_folder.removeprefix("notebooks").strip("/")
+            stem, suffix = posixpath.splitext(name)
+            target = (f"{stem}.html" if suffix == ".ipynb" else
+                      "teaching.html" if name == "TEACHING.md" else None)
+            if target and posixpath.join(site_folder, target) in pages:
+                return f'href="{_relative(posixpath.join(site_folder, target), here)}{anchor}"'
         if REPOSITORY is None or REF is None:  # nowhere online to point at: plain text
-            return f'title="{path} in the course repository"'
+            return 'title="{}"'.format(html.escape(_("{path} in the course repository")
+                                                   .format(path=path)))
         return f'href="{REPOSITORY}/blob/{REF}/{path}{anchor}"'
 
     return _HREF.sub(replace, page)
 
 
-def navigation(notebook: Path, order: list[Path]) -> str:
-    """A markdown line: course map, previous and next page."""
+def language_switch(here: str, pages: set[str]) -> str:
+    """Links from the page at site path ``here`` to the same page in every other edition of
+    the book, or to that edition's index where the page has none (HTML, for a markdown cell
+    or a page); "" when the book has one edition."""
+    edition = page_edition(here)
+    name = here.removeprefix(edition.folder + "/") if edition.folder else here
+    links = []
+    for other in EDITIONS:
+        if other == edition or other.page("index.html") not in pages:
+            continue
+        target = other.page(name) if other.page(name) in pages else other.page("index.html")
+        links.append(f'<a class="rope-lab-language" href="{_relative(target, here)}" '
+                     f'hreflang="{other.html_lang}" lang="{other.html_lang}">'
+                     f"{html.escape(other.label)}</a>")
+    return " ".join(links)
+
+
+def navigation(notebook: Path, order: list[Path], pages: set[str] = frozenset()) -> str:
+    """A markdown line, in the current language: the language switch (when ``pages``, the
+    book's site paths, has another edition), course map, previous and next page of ``order``
+    (the notebook's edition), and Colab, at the notebook's path (``notebooks/zh_CN/…`` for a
+    Chinese one)."""
+    here = page_name(notebook)
+    edition = edition_of(notebook)
     index = order.index(notebook)
-    parts = ["[Course map](index.html)"]
+    # looked up outside the f-strings, where the catalog's extractor sees them
+    course_map, open_in_colab = _("Course map"), _("Open in Colab")
+    parts = [f"[{course_map}]({_relative(edition.page('index.html'), here)})"]
     if index > 0:
-        parts.insert(0, f"[← {_title(order[index - 1])}]({page_name(order[index - 1])})")
+        previous = order[index - 1]
+        parts.insert(0, f"[← {_title(previous)}]({_relative(page_name(previous), here)})")
     if index + 1 < len(order):
-        parts.append(f"[{_title(order[index + 1])} →]({page_name(order[index + 1])})")
-    if notebook.name in {n.filename for n in NOTEBOOKS} and colab_url(notebook.name):
-        parts.append(f"[Open in Colab]({colab_url(notebook.name)})")
-    return " · ".join(parts)
+        following = order[index + 1]
+        parts.append(f"[{_title(following)} →]({_relative(page_name(following), here)})")
+    colab = colab_url(edition.page(notebook.name))
+    if notebook.name in {n.filename for n in NOTEBOOKS} and colab:
+        parts.append(f"[{open_in_colab}]({colab})")
+    switch = language_switch(here, pages)
+    return (switch + " " if switch else "") + " · ".join(parts)
 
 
 # --- building -------------------------------------------------------------------------------
@@ -424,17 +550,22 @@ def kernel_config():
     return config
 
 
-def local_links(nb, pages: set[str]) -> None:
+def local_links(nb, pages: set[str], here: str = "index.html") -> None:
     """Point the outputs' links to a notebook (notebook 00's course map: its Colab link once
     the course is published, the notebook file until then) at its page of the book instead:
-    a reader of the book stays in the book."""
+    a reader of the book stays in the book, and in the edition of ``here`` (the page's site
+    path) where the notebook is translated, else on its English page."""
+    edition = page_edition(here)
     replacements = {}
     for entry in NOTEBOOKS:
-        page = page_name(Path(entry.filename))
-        if page in pages:
-            for link in (colab_url(entry.filename), entry.filename):
-                if link:  # no Colab link while the course names no published repository
-                    replacements[link] = page
+        html_name = page_name(Path(entry.filename))
+        page = next((p for p in (edition.page(html_name), html_name) if p in pages), None)
+        if page is None:
+            continue
+        links = {colab_url(entry.filename), colab_url(edition.page(entry.filename)),
+                 entry.filename}
+        for link in links - {None}:  # no Colab link while the course is not published
+            replacements[link] = _relative(page, here)
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             for mime in ("text/markdown", "text/html"):
@@ -450,31 +581,74 @@ def local_links(nb, pages: set[str]) -> None:
 
 def render_page(notebook: Path, order: list[Path], pages: set[str], *,
                 run: bool = True) -> str:
-    """One notebook as a standalone HTML page (executed, widgets frozen, links fixed)."""
+    """One notebook as a standalone HTML page (executed, widgets frozen, links fixed), with
+    the chrome in the current language; ``order`` is its edition's notebooks and ``pages``
+    the book's site paths."""
     import nbformat
-    from nbconvert import HTMLExporter
     from nbformat.v4 import new_markdown_cell
 
+    here = page_name(notebook)
     nb = nbformat.read(notebook, as_version=4)
     if run:
         execute(nb, notebook)
     freeze_widgets(nb)
-    local_links(nb, pages)
+    local_links(nb, pages, here)
     # The Colab install cell does nothing for a reader of the static page.
     nb.cells = [cell for cell in nb.cells[:3] if not is_install_cell(cell)] + nb.cells[3:]
-    nav = navigation(notebook, order)
+    nav = navigation(notebook, order, pages)
     nb.cells.insert(0, new_markdown_cell(nav))
     nb.cells.append(new_markdown_cell(nav))
-    exporter = HTMLExporter(template_name="lab", mathjax_url=MATHJAX_URL)
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": _title(notebook)}})
-    return rewrite_links(_offline(body), pages)
+    return _export(nb, _title(notebook), pages, here)
 
 
-def font_css() -> str:
+def _export(nb, title: str, pages: set[str], here: str) -> str:
+    """``nb`` as the page at site path ``here``: nbconvert's lab template, ``lang`` set to
+    the page's edition, MathJax and the font from the site's top folder, links fixed."""
+    from nbconvert import HTMLExporter
+
+    root = _root(here)
+    exporter = HTMLExporter(template_name="lab", mathjax_url=root + MATHJAX_URL)
+    body, _resources = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    # nbconvert's language_code takes ISO 639-1 only ("zh", not "zh-CN"), and older versions
+    # have none: the page's <html> is written here.
+    body = re.sub(r"<html\b[^>]*>", f'<html lang="{page_edition(here).html_lang}">', body,
+                  count=1)
+    return rewrite_links(_offline(body, root), pages, here)
+
+
+def font_css(root: str = "") -> str:
     """The page's fonts: JupyterLab's stacks with the course's CJK font appended
-    (:data:`CJK_CSS`, which loads :data:`CJK_FONT` from the site's folder)."""
-    return f"<style>\n{CJK_CSS.read_text(encoding='utf-8')}</style>\n"
+    (:data:`CJK_CSS`, which loads :data:`CJK_FONT` from the site's top folder: ``root`` is
+    the way there from the page, "../" for a page in ``zh_CN/``), and the book's own rules
+    (:data:`BOOK_CSS`)."""
+    css = CJK_CSS.read_text(encoding="utf-8")
+    if root:
+        css = css.replace(f'url("{CJK_FONT.name}")', f'url("{root}{CJK_FONT.name}")')
+    return f"<style>\n{css}{_chinese_first(css)}{BOOK_CSS}</style>\n"
 
+
+def _chinese_first(css: str) -> str:
+    """A rule for Chinese pages (``lang="zh-CN"``): the prose stacks of ``css`` with the
+    course's font first instead of last.
+
+    Chromium on a machine without a CJK font draws the Chinese of medium and bold text
+    (headings, **bold**) on a ``zh-CN`` page as empty boxes in ``system-ui``'s font instead
+    of falling back to the next family; regular text and "en" pages are not affected. The
+    font has CJK characters only, so Latin letters still come from the stack after it.
+    """
+    lines = []
+    for variable in ("--jp-ui-font-family", "--jp-content-font-family"):
+        stack = re.search(rf"{variable}:([^;]+);", css)[1].strip()
+        stack = re.sub(rf',\s*"{CJK_FAMILY}"$', "", stack)
+        lines.append(f'  {variable}: "{CJK_FAMILY}", {stack};')
+    return "html:root:lang(zh) {\n" + "\n".join(lines) + "\n}\n"
+
+
+# The language switch sits at the right of the navigation line; its 中文 (lang="zh-CN" on an
+# English page) in the course's font first, as on a Chinese page (see _chinese_first).
+BOOK_CSS = f""".rope-lab-language {{ float: right; margin-left: 1em; font-weight: bold; }}
+.rope-lab-language:lang(zh) {{ font-family: "{CJK_FAMILY}", var(--jp-content-font-family); }}
+"""
 
 # jupyter-server-mathjax ships MathJax's STIX-Web fonts only (not its default TeX fonts):
 # configured before MathJax.js loads, so it never asks for the missing ones. MathJax's
@@ -488,53 +662,80 @@ MATHJAX_FONTS = """<script>window.MathJax = {"HTML-CSS": {availableFonts: ["STIX
 """
 
 
-def _offline(page: str) -> str:
-    """Make a page work with no network.
+def _offline(page: str, root: str = "") -> str:
+    """Make a page work with no network (``root``: the way from the page to the site's top
+    folder, see :func:`font_css`).
 
     Drops the template's require.js (no output needs it once widgets are frozen; it would
     be a request to a CDN on every view) and adds the CJK web font. MathJax already points
     at the site's own copy (:data:`MATHJAX_URL`).
     """
     page = re.sub(r'<script src="[^"]*require(?:\.min)?\.js"></script>\s*', "", page)
-    mathjax = f'<script src="{MATHJAX_URL}"'
+    mathjax = f'<script src="{root}{MATHJAX_URL}"'
     page = page.replace(mathjax, MATHJAX_FONTS + mathjax, 1)
-    return page.replace("</head>", font_css() + "</head>", 1)
+    return page.replace("</head>", font_css(root) + "</head>", 1)
 
 
-def render_markdown_page(markdown: str, title: str, pages: set[str]) -> str:
-    """A markdown document (e.g. the teaching guide) as a page in the same style."""
-    from nbconvert import HTMLExporter
+def render_markdown_page(markdown: str, title: str, pages: set[str],
+                         here: str = "teaching.html") -> str:
+    """A markdown document (e.g. the teaching guide) as the page at site path ``here``, in
+    the same style: the course map and the language switch above it."""
     from nbformat.v4 import new_markdown_cell, new_notebook
 
-    nb = new_notebook(cells=[new_markdown_cell("[Course map](index.html)"),
-                             new_markdown_cell(markdown)])
-    body, _ = HTMLExporter(template_name="lab", mathjax_url=MATHJAX_URL).from_notebook_node(
-        nb, resources={"metadata": {"name": title}})
-    return rewrite_links(_offline(body), pages)
+    switch = language_switch(here, pages)
+    course_map = _("Course map")
+    nb = new_notebook(cells=[
+        new_markdown_cell((switch + " " if switch else "") + f"[{course_map}](index.html)"),
+        new_markdown_cell(markdown)])
+    return _export(nb, title, pages, here)
 
 
-def index_page(order: list[Path], extra_pages: dict[str, str]) -> str:
-    """The course map: every notebook of NOTEBOOKS, linked when its page exists."""
-    have = {path.name for path in order}
+def index_page(order: list[Path], extra_pages: dict[str, str], *,
+               edition: Edition = ENGLISH, pages: set[str] = frozenset()) -> str:
+    """An edition's course map, in the current language: every notebook of NOTEBOOKS,
+    linked to its page in ``order`` (the edition's notebooks), else to its English page
+    (not translated yet), else marked as not written. ``extra_pages`` maps site paths to
+    (English) labels; ``pages`` (the book's site paths) gives the language switch."""
+    here = edition.page("index.html")
+    have = {path.name: path for path in order}
+    # the words, looked up outside the f-strings (where the catalog's extractor sees them)
+    untranslated, unwritten = _("(in English: not translated yet)"), _("(not written yet)")
     rows = []
     for entry in NOTEBOOKS:
-        title = html.escape(entry.title)
+        title = html.escape(_(entry.title))
+        english = page_name(Path(entry.filename))
         if entry.filename in have:
-            title = f'<a href="{page_name(Path(entry.filename))}">{title}</a>'
+            title = f'<a href="{_relative(page_name(have[entry.filename]), here)}">{title}</a>'
+        elif edition != ENGLISH and english in pages:
+            title = (f'<a href="{_relative(english, here)}" hreflang="en">{title}</a> '
+                     f"<em>{html.escape(untranslated)}</em>")
         else:
-            title += " <em>(not written yet)</em>"
+            title += f" <em>{html.escape(unwritten)}</em>"
+        minutes = html.escape(_("{minutes} min").format(minutes=entry.minutes))
         rows.append(f"<tr><td>{entry.filename[:2]}</td><td>{title}</td>"
-                    f"<td>{entry.minutes} min</td><td>{html.escape(entry.summary)}</td></tr>")
+                    f"<td>{minutes}</td><td>{html.escape(_(entry.summary))}</td></tr>")
     for path in order:
         if path.name not in {n.filename for n in NOTEBOOKS}:
-            rows.append(f'<tr><td></td><td><a href="{page_name(path)}">{html.escape(path.stem)}'
-                        "</a></td><td></td><td></td></tr>")
-    links = "".join(f'<li><a href="{name}">{html.escape(label)}</a></li>'
+            rows.append(f'<tr><td></td><td><a href="{_relative(page_name(path), here)}">'
+                        f"{html.escape(path.stem)}</a></td><td></td><td></td></tr>")
+    links = "".join(f'<li><a href="{_relative(name, here)}">{html.escape(_(label))}</a></li>'
                     for name, label in extra_pages.items())
+    switch = language_switch(here, pages)
+    intro = html.escape(_(
+        "The notebooks of the course, executed, with their figures. The sliders only move "
+        "when you run a notebook yourself (JupyterLab, VS Code or Colab{where_online}); here "
+        "each panel shows its default setting.")).format(where_online=_where_online(edition))
+    # Translators: the heading of the index's column of minutes per notebook
+    minutes_heading = _("time")
+    columns = ("#", _("notebook"), minutes_heading, _("what you learn"))
+    headings = "".join(f"<th>{html.escape(heading)}</th>" for heading in columns)
+    root = _root(here)
+    title = html.escape(_("rope_lab: position encoding and RoPE"))
+    heading = html.escape(_("rope_lab: position encoding and RoPE, interactively"))
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
+<html lang="{edition.html_lang}"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>rope_lab: position encoding and RoPE</title>
+<title>{title}</title>
 <style>
 body {{ font-family: var(--jp-content-font-family); max-width: 60rem; margin: 2rem auto;
        padding: 0 1rem; line-height: 1.5; }}
@@ -543,12 +744,11 @@ td, th {{ border-bottom: 1px solid #ddd; padding: .4rem .6rem; text-align: left;
           vertical-align: top; }}
 td:nth-child(3) {{ white-space: nowrap; }}
 </style>
-{font_css()}</head><body>
-<h1>rope_lab: position encoding and RoPE, interactively</h1>
-<p>The notebooks of the course, executed, with their figures. The sliders only move when
-you run a notebook yourself (JupyterLab, VS Code or Colab{_where_online()}); here each panel
-shows its default setting.</p>
-<table><thead><tr><th>#</th><th>notebook</th><th>time</th><th>what you learn</th></tr></thead>
+{font_css(root)}</head><body>
+{f"<p>{switch}</p>" if switch else ""}
+<h1>{heading}</h1>
+<p>{intro}</p>
+<table><thead><tr>{headings}</tr></thead>
 <tbody>
 {chr(10).join(rows)}
 </tbody></table>
@@ -557,48 +757,75 @@ shows its default setting.</p>
 """
 
 
-def _where_online() -> str:
-    """The index page's pointer to the published course (nothing while it names none)."""
+def _where_online(edition: Edition = ENGLISH) -> str:
+    """The index page's pointer to the published course (HTML, in the current language;
+    Binder opens the edition's folder; nothing while the course names no repository)."""
     if REPOSITORY is None or REF is None:
         return ""
-    return (f'; source: <a href="{REPOSITORY}">{REPOSITORY}</a> at {html.escape(REF)}, or in '
-            f'the browser on <a href="{binder_url()}">Binder</a>')
+    return html.escape(_("; source: {repository} at {ref}, or in the browser on {binder}")).format(
+        repository=f'<a href="{REPOSITORY}">{REPOSITORY}</a>', ref=html.escape(REF),
+        binder=f'<a href="{binder_url(REPOSITORY, REF, edition.folder)}">Binder</a>')
 
 
 def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
           run: bool = True, teaching: Path | None = NOTEBOOK_DIR / "TEACHING.md",
           log=print) -> list[Path]:
-    """Write the site into ``out_dir`` (emptied first); return the notebook pages written."""
-    order = list(notebooks) if notebooks is not None else course_notebooks()
-    pages = {page_name(path) for path in order}
-    extra = {}
-    if teaching is not None and teaching.exists():
-        extra["teaching.html"] = "Teaching guide"
-        pages.add("teaching.html")
+    """Write the site into ``out_dir`` (emptied first); return the notebook pages written.
+
+    ``notebooks`` (default :func:`book_notebooks`, every edition) may mix editions: each
+    notebook goes to its edition's folder (:func:`edition_of`). The English index and the
+    claims page are always written; a translation gets its folder, its index and its
+    teaching guide (``teaching``'s twin in its folder, ``notebooks/zh_CN/TEACHING.md``) when
+    at least one of its notebooks is published. Each edition is written in its language.
+    """
+    order = list(notebooks) if notebooks is not None else book_notebooks()
+    editions = {edition: [path for path in order if edition_of(path) == edition]
+                for edition in EDITIONS}
+    editions = {edition: listed for edition, listed in editions.items()
+                if listed or edition == ENGLISH}
+    pages = {page_name(path) for path in order} | {"claims.html"}
+    extra, guides = {}, {}
+    for edition in editions:
+        pages.add(edition.page("index.html"))
+        guide = teaching.parent / edition.folder / teaching.name if teaching else None
+        extra[edition] = {}
+        if guide is not None and guide.exists():
+            guides[edition] = guide
+            extra[edition][edition.page("teaching.html")] = N_("Teaching guide")
+            pages.add(edition.page("teaching.html"))
+        # The claims inventory stays in one language, with the posts' Chinese quotes.
+        extra[edition]["claims.html"] = (N_("Claims of the source posts") if edition == ENGLISH
+                                         else N_("Claims of the source posts (in English)"))
     mathjax = mathjax_source()  # before anything is deleted: fail early, say what to install
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     copy_offline_assets(out_dir, mathjax)
     written = []
-    for notebook in order:
-        log(f"rendering {notebook.name}")
-        target = out_dir / page_name(notebook)
-        target.write_text(render_page(notebook, order, pages, run=run), encoding="utf-8")
-        written.append(target)
-    if extra:
-        (out_dir / "teaching.html").write_text(
-            render_markdown_page(teaching.read_text(encoding="utf-8"), "Teaching guide", pages),
-            encoding="utf-8")
-    # The claims inventory gets its own page, so a reader can see what the course checked.
-    from rope_lab.claims import claims_markdown
+    for edition, listed in editions.items():
+        (out_dir / edition.folder).mkdir(parents=True, exist_ok=True)
+        with using_language(edition.language):
+            for notebook in listed:
+                log(f"rendering {page_name(notebook)}")
+                target = out_dir / page_name(notebook)
+                target.write_text(render_page(notebook, listed, pages, run=run),
+                                  encoding="utf-8")
+                written.append(target)
+            if edition in guides:
+                here = edition.page("teaching.html")
+                (out_dir / here).write_text(render_markdown_page(
+                    guides[edition].read_text(encoding="utf-8"), _("Teaching guide"), pages,
+                    here), encoding="utf-8")
+            if edition == ENGLISH:
+                # The claims inventory gets its own page: what the course checked.
+                from rope_lab.claims import claims_markdown
 
-    extra["claims.html"] = "Claims of the source posts"
-    (out_dir / "claims.html").write_text(
-        render_markdown_page("# Claims of the source posts\n\n" + claims_markdown(),
-                             "Claims of the source posts", pages | {"claims.html"}),
-        encoding="utf-8")
-    (out_dir / "index.html").write_text(index_page(order, extra), encoding="utf-8")
+                (out_dir / "claims.html").write_text(render_markdown_page(
+                    "# Claims of the source posts\n\n" + claims_markdown(),
+                    "Claims of the source posts", pages, "claims.html"), encoding="utf-8")
+            (out_dir / edition.page("index.html")).write_text(
+                index_page(listed, extra[edition], edition=edition, pages=pages),
+                encoding="utf-8")
     return written
 
 
@@ -672,21 +899,39 @@ def cjk_characters(root: Path = ROOT) -> set[str]:
 _LOCAL_HREF = re.compile(r'(?:href|src)="(?!https?:|data:|mailto:|#|//)([^"#?]+)')
 
 
+_CSS_URL = re.compile(r'url\("(?!https?:|data:|//)([^"#?]+)"\)')
+
+
 def problems(out_dir: Path, notebooks: list[Path]) -> list[str]:
-    """What is wrong with a built book: missing pages, error outputs, broken local links."""
+    """What is wrong with a built book, in every edition: missing pages, error outputs,
+    broken local links, a file a page loads that is not there (a script, the font its CSS
+    names), a page not marked with its edition's language, or without the language switch
+    while the book has two editions."""
     found = []
     if not (out_dir / "index.html").exists():
         found.append("index.html is missing")
     for notebook in notebooks:
         if not (out_dir / page_name(notebook)).exists():
-            found.append(f"{notebook.name}: no page {page_name(notebook)}")
-    for page in sorted(out_dir.glob("*.html")):
-        text = page.read_text(encoding="utf-8")
-        if STDERR_MARK in text:
-            found.append(f"{page.name}: shows an error or stderr output")
-        for target in _LOCAL_HREF.findall(text):
-            if not (out_dir / html.unescape(target)).exists():
-                found.append(f"{page.name}: broken link {target}")
+            found.append(f"{edition_of(notebook).page(notebook.name)}: "
+                         f"no page {page_name(notebook)}")
+    editions = [edition for edition in EDITIONS
+                if (out_dir / edition.page("index.html")).exists()]
+    for edition in editions:
+        for page in sorted((out_dir / edition.folder).glob("*.html")):
+            name = page.relative_to(out_dir).as_posix()
+            text = page.read_text(encoding="utf-8")
+            if STDERR_MARK in text:
+                found.append(f"{name}: shows an error or stderr output")
+            for target in _LOCAL_HREF.findall(text):
+                if not (page.parent / html.unescape(target)).exists():
+                    found.append(f"{name}: broken link {target}")
+            for target in _CSS_URL.findall(text):
+                if not (page.parent / html.unescape(target)).exists():
+                    found.append(f"{name}: loads a missing file {target}")
+            if not re.search(rf'<html[^>]*\slang="{re.escape(edition.html_lang)}"', text):
+                found.append(f'{name}: not marked lang="{edition.html_lang}"')
+            if len(editions) > 1 and 'class="rope-lab-language"' not in text:
+                found.append(f"{name}: no language switch")
     return found
 
 
@@ -694,7 +939,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rope_lab.book", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", type=Path,
-                        help="notebooks to publish (default: every notebook in notebooks/)")
+                        help="notebooks to publish (default: every notebook in notebooks/ "
+                             "and in each translation's folder, notebooks/zh_CN/); one in "
+                             "notebooks/zh_CN/ goes to the Chinese edition")
     parser.add_argument("--out", type=Path, default=BOOK_DIR, help="output folder")
     parser.add_argument("--badges", action="store_true",
                         help="print the README's notebook table with Colab badges and stop")
@@ -737,7 +984,7 @@ def main(argv=None) -> int:
         print(f"book: {len(changed)} file(s) now point at {args.set_repository} at {args.ref}; "
               f"{then}")
         return 0
-    order = args.notebooks or course_notebooks()
+    order = args.notebooks or book_notebooks()
     if not order:
         print("no notebooks found in notebooks/; nothing to publish", file=sys.stderr)
         return 1

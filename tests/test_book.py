@@ -2,6 +2,7 @@
 
 import base64
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -220,6 +221,171 @@ def test_the_book_of_the_course(tmp_path):
             assert len(re.findall(r"<img[^>]*src=\"data:image/png;base64,", page)) == 2
     if (ROOT / "notebooks" / "TEACHING.md").exists():
         assert (out / "teaching.html").exists()
+
+
+# --- the 简体中文 edition ------------------------------------------------------------------------
+
+ZH = ROOT / "notebooks" / "zh_CN"
+
+
+def _heading(notebook: Path) -> str:
+    """A notebook's title as its first markdown cell writes it ("03 · 二维的 RoPE")."""
+    first = nbformat.read(notebook, as_version=4).cells[0].source.splitlines()[0]
+    return first.removeprefix("# ").strip()
+
+
+def _untranslated(tmp_path) -> Path:
+    """An English notebook of the course map with no Chinese twin: a copy of the last
+    notebook there is, under a folder of its own (so the book cannot find a twin)."""
+    english = book.course_notebooks()[-1]
+    path = tmp_path / "english_only" / english.name
+    path.parent.mkdir()
+    shutil.copy(english, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def two_editions(tmp_path_factory):
+    """A book (not executed) of notebook 03 in both editions and one English notebook without
+    a Chinese twin: (site folder, the notebooks, the untranslated one)."""
+    tmp_path = tmp_path_factory.mktemp("two-editions")
+    untranslated = _untranslated(tmp_path)
+    notebooks = [ROOT / "notebooks" / "03_rope_in_2d.ipynb", untranslated,
+                 ZH / "03_rope_in_2d.ipynb"]
+    out = tmp_path / "book"
+    book.build(out, notebooks, run=False, log=lambda _: None)
+    return out, notebooks, untranslated
+
+
+def _switch(page: str) -> list[str]:
+    return re.findall(r'<a class="rope-lab-language" href="([^"]+)"', page)
+
+
+def test_the_chinese_edition_is_a_folder_of_chinese_pages(two_editions):
+    out, notebooks, untranslated = two_editions
+    assert book.problems(out, notebooks) == []
+    english = (out / "03_rope_in_2d.html").read_text()
+    chinese = (out / "zh_CN" / "03_rope_in_2d.html").read_text()
+    assert '<html lang="en">' in english and '<html lang="zh-CN">' in chinese
+    # the page's title is the Chinese notebook's own heading, its navigation is Chinese
+    assert f"<title>{_heading(ZH / '03_rope_in_2d.ipynb')}</title>" in chinese
+    assert "课程地图" in chinese and "Course map" not in chinese
+    assert "Course map" in english and "课程地图" not in english
+    # the site's one font and one MathJax, from the folder above
+    assert 'url("../cjk-subset.otf")' in chinese and 'src="../mathjax/MathJax.js' in chinese
+    # the switch, at the top and the bottom: to the twin, or to the other edition's index
+    assert _switch(english) == ["zh_CN/03_rope_in_2d.html"] * 2
+    assert _switch(chinese) == ["../03_rope_in_2d.html"] * 2
+    assert _switch((out / book.page_name(untranslated)).read_text()) == ["zh_CN/index.html"] * 2
+    assert _switch((out / "index.html").read_text()) == ["zh_CN/index.html"]
+    assert _switch((out / "zh_CN" / "index.html").read_text()) == ["../index.html"]
+    assert _switch((out / "zh_CN" / "teaching.html").read_text()) == ["../teaching.html"]
+    assert _switch((out / "claims.html").read_text()) == ["zh_CN/index.html"]  # English only
+    # the Chinese pages' neighbours are Chinese pages: 03 is the only one here
+    assert "←" not in chinese and "→" not in chinese
+
+
+def test_the_chinese_index_links_its_pages_and_the_english_ones_not_translated(two_editions):
+    out, _, untranslated = two_editions
+    index = (out / "zh_CN" / "index.html").read_text()
+    assert '<html lang="zh-CN">' in index and "<h1>rope_lab：交互式学习位置编码" in index
+    title_03 = _heading(ZH / "03_rope_in_2d.ipynb").split(" · ", 1)[1]
+    assert f'<a href="03_rope_in_2d.html">{title_03}</a>' in index
+    assert re.search(rf'<a href="../{untranslated.stem}.html" hreflang="en">[^<]+</a> '
+                     "<em>（英文版，尚未翻译）</em>", index)
+    assert '<a href="teaching.html">教学指南</a>' in index
+    assert '<a href="../claims.html">原博文的论断（英文）</a>' in index
+    assert "分钟</td>" in index and " min</td>" not in index
+
+
+def test_chinese_pages_open_the_chinese_notebooks_online(monkeypatch):
+    from rope_lab import course, i18n
+
+    monkeypatch.setattr(course, "REPOSITORY", "https://github.com/teacher/course")
+    monkeypatch.setattr(course, "REF", "v1.0")
+    monkeypatch.setattr(book, "REPOSITORY", course.REPOSITORY)
+    monkeypatch.setattr(book, "REF", course.REF)
+    chinese = ZH / "03_rope_in_2d.ipynb"
+    with i18n.using_language("zh"):
+        nav = book.navigation(chinese, [chinese])
+        index = book.index_page([chinese], {}, edition=book.EDITIONS[1])
+    colab = ("https://colab.research.google.com/github/teacher/course/blob/v1.0/notebooks/"
+             "zh_CN/03_rope_in_2d.ipynb")
+    assert f"[在 Colab 中打开]({colab})" in nav
+    assert "https://mybinder.org/v2/gh/teacher/course/v1.0?urlpath=lab/tree/notebooks/zh_CN" \
+        in index and "源代码" in index
+    english = book.navigation(ROOT / "notebooks" / "03_rope_in_2d.ipynb",
+                              [ROOT / "notebooks" / "03_rope_in_2d.ipynb"])
+    assert "/notebooks/03_rope_in_2d.ipynb)" in english and "Open in Colab" in english
+
+
+def test_links_on_a_chinese_page_stay_in_the_chinese_edition(monkeypatch):
+    from rope_lab import i18n
+
+    monkeypatch.setattr(book, "REPOSITORY", None)
+    pages = {"03_rope_in_2d.html", "09_performance.html", "zh_CN/03_rope_in_2d.html",
+             "zh_CN/teaching.html", "teaching.html"}
+    page = ('<a href="03_rope_in_2d.ipynb#x">a</a><a href="../09_performance.ipynb">b</a>'
+            '<a href="TEACHING.md">c</a><a href="../../README.md">d</a>')
+    with i18n.using_language("zh"):
+        out = book.rewrite_links(page, pages, "zh_CN/04_rope_in_d_dimensions.html")
+    assert 'href="03_rope_in_2d.html#x"' in out  # the twin, beside it
+    assert 'href="../09_performance.html"' in out  # not translated: the English page
+    assert 'href="teaching.html"' in out
+    assert '<a title="课程仓库中的 README.md">d</a>' in out
+    # notebook 00's course map (executed in Chinese) links to the pages of its edition
+    nb = new_notebook(cells=[new_code_cell("course_map()", outputs=[new_output(
+        "display_data", data={"text/markdown": "[打开](03_rope_in_2d.ipynb) "
+                                               "[打开](09_performance.ipynb)"})])])
+    book.local_links(nb, pages, "zh_CN/00_start_here.html")
+    assert nb.cells[0].outputs[0].data["text/markdown"] == (
+        "[打开](03_rope_in_2d.html) [打开](../09_performance.html)")
+
+
+def test_a_frozen_panel_speaks_the_language_of_its_edition():
+    from rope_lab import i18n
+
+    before = i18n.get_language()
+    nb = widget_notebook()
+    with i18n.using_language("zh"):
+        book.freeze_widgets(nb)
+    assert i18n.get_language() == before  # the learner's choice is back
+    note = nb.cells[0].outputs[1].data["text/markdown"]
+    assert note.startswith("*交互面板：")
+    assert note.endswith("图中的设置：base = 10000, dtype = bfloat16。*")
+    with pytest.raises(RuntimeError), i18n.using_language("zh"):
+        raise RuntimeError("a page failed")
+    assert i18n.get_language() == before
+
+
+def test_problems_finds_a_missing_font_a_wrong_language_and_no_switch(tmp_path, two_editions):
+    site, notebooks, _ = two_editions
+    out = tmp_path / "book"
+    shutil.copytree(site, out)
+    (out / book.CJK_FONT.name).unlink()
+    page = out / "zh_CN" / "03_rope_in_2d.html"
+    text = page.read_text()
+    page.write_text(text.replace('<html lang="zh-CN">', '<html lang="en">')
+                    .replace('class="rope-lab-language"', 'class="other"'))
+    found = book.problems(out, notebooks)
+    assert "zh_CN/03_rope_in_2d.html: loads a missing file ../cjk-subset.otf" in found
+    assert "index.html: loads a missing file cjk-subset.otf" in found
+    assert 'zh_CN/03_rope_in_2d.html: not marked lang="zh-CN"' in found
+    assert "zh_CN/03_rope_in_2d.html: no language switch" in found
+    assert not any("no page" in problem for problem in found)
+    page.unlink()
+    assert "zh_CN/03_rope_in_2d.ipynb: no page zh_CN/03_rope_in_2d.html" in book.problems(
+        out, notebooks)
+
+
+def test_make_book_publishes_every_edition_from_the_notebook_files():
+    """Which Chinese pages exist follows notebooks/zh_CN/ (a notebook translated later gets
+    its page and its switch with no change to the book)."""
+    english, chinese = book.course_notebooks(), notebook_files(ZH)
+    published = book.book_notebooks()
+    assert published[:len(english)] == english and set(published) == set(english + chinese)
+    assert all(book.page_name(p) == f"zh_CN/{p.stem}.html" for p in chinese)
+    assert all(book.edition_of(p) == book.ENGLISH for p in english)
 
 
 # --- offline: MathJax and the Chinese web font ----------------------------------------------

@@ -7,7 +7,9 @@ involved, and it needs nothing but the standard library's :mod:`gettext`:
 
 * the language is chosen once, by ``rope_lab.setup_notebook(language="zh")`` in a Chinese
   notebook's first code cell, or by the environment variable ``ROPE_LAB_LANG`` (``en`` or
-  ``zh``); English is the default and the English notebooks never set it;
+  ``zh``); English is the default and the English notebooks never set it. A tool that writes
+  both editions (the book, :mod:`rope_lab.book`) speaks one for a while with
+  :func:`using_language`;
 * a package module marks a message for translation with :func:`_`, formatting *after* the
   lookup so the catalog holds one entry with its named fields::
 
@@ -37,6 +39,7 @@ The package's catalog is ``rope_lab/locale/zh_CN/LC_MESSAGES/rope_lab.po``, comp
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gettext as _gettext
 import os
@@ -73,6 +76,20 @@ def set_language(language) -> str:
     global _chosen
     _chosen = normalize_language(language)
     return _chosen
+
+
+@contextlib.contextmanager
+def using_language(language):
+    """Speak ``language`` ("en" or "zh") inside the ``with`` block, then the language chosen
+    before again, even after an error (the book writes each edition's pages in its own
+    language, whatever the environment chose)."""
+    global _chosen
+    before = _chosen
+    set_language(language)
+    try:
+        yield _chosen
+    finally:
+        _chosen = before
 
 
 def get_language() -> str:
