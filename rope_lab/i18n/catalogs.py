@@ -464,6 +464,7 @@ def index_markdown(built: dict[str, dict], root: Path = ROOT) -> str:
         f"../{teaching}")
     rows = [f"| # | {words['notebook']} | {words['minutes']} | {words['solutions']} | "
             f"{words['open']} |", "|---|---|---|---|---|"]
+    untranslated = False
     for entry in NOTEBOOKS:
         stem = entry.filename.removesuffix(".ipynb")
         solutions = f"{stem}_solutions"
@@ -476,6 +477,7 @@ def index_markdown(built: dict[str, dict], root: Path = ROOT) -> str:
             link = ""
         answer = (f"[{words['solutions']}](solutions/{solutions}.ipynb)" if solutions in built
                   else f"[{words['english']}](../solutions/{solutions}.ipynb)")
+        untranslated = untranslated or stem not in built or solutions not in built
         rows.append(f"| {entry.filename[:2]} | {title} | {entry.minutes} | {answer} | {link} |")
     return "\n".join([
         "# " + _(N_("rope_lab in Chinese: the notebooks")),
@@ -489,8 +491,9 @@ def index_markdown(built: dict[str, dict], root: Path = ROOT) -> str:
         "",
         *rows,
         "",
-        _(N_("A notebook not translated yet links to its English original.")),
-        "",
+        # said only while it applies: once every notebook has its twin, the sentence goes
+        *([_(N_("A notebook not translated yet links to its English original.")), ""]
+          if untranslated else []),
     ])
 
 

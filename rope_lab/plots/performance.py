@@ -17,6 +17,34 @@ from rope_lab.plots.style import (
     role,
 )
 
+# Rows and cases of the GPU record (scripts/gpu_check.py writes them as data), marked for the
+# catalog: the figures show them translated, code reads them in English. The rows named by
+# rope_lab.bench are marked there.
+GPU_RECORD_WORDS = (
+    N_("apply_rope_ in place + ids"), N_("without Triton (default)"),
+    N_("without Triton + ids"), N_("HF eager (rotary + apply) / 2"),
+    N_("HF apply_rotary_pos_emb only / 2"), N_("torch.compile(HF step) / 2"),
+    N_("Liger (tables given) / 2"),
+    N_("train"), N_("prefill"), N_("decode"), N_("small"),  # a case's first word
+)
+LAYOUT_WORDS = (N_("half"), N_("interleaved"))
+_DEFAULT_MARK = " (default)"
+
+
+def _row_name(name: str) -> str:
+    """An implementation's name as a figure shows it: from the catalog, else (a name that a
+    notebook builds, ``backend='c' (default)``) with its " (default)" mark translated."""
+    shown = _(name)
+    if shown == name and name.endswith(_DEFAULT_MARK):
+        return _("{name} (default)").format(name=name.removesuffix(_DEFAULT_MARK))
+    return shown
+
+
+def _case_name(case: str) -> str:
+    """``train (8, 32, 4096, 128)`` with its first word translated."""
+    word, space, shape = case.partition(" ")
+    return _(word) + space + shape
+
 
 @course_style
 def roofline(peak_gflops: float, bandwidth_gb_s: float, points: dict | None = None):
@@ -126,7 +154,7 @@ def implementation_bars(results: list, *, layout: str = "half", log: bool = True
         for y, (value, colour) in enumerate(zip(values, colours, strict=True)):
             axes.plot([1.0, value], [y, y], "-", color=colour, lw=3, solid_capstyle="butt")
             axes.plot([value], [y], "o", color=colour, markersize=9)
-        axes.set_yticks(range(len(names)), names)
+        axes.set_yticks(range(len(names)), [_row_name(n) for n in names])
         axes.set_xscale("log")
         low, high = min(values + [1.0]), max(values + [1.0])
         axes.set_xlim(low / 1.25, high * 2.2)
@@ -137,7 +165,8 @@ def implementation_bars(results: list, *, layout: str = "half", log: bool = True
         axes.set_xticks(ticks, [number(t) for t in ticks])
         axes.xaxis.set_minor_locator(NullLocator())
     else:
-        axes.barh(names, values, color=colours)
+        axes.barh(range(len(names)), values, color=colours)
+        axes.set_yticks(range(len(names)), [_row_name(n) for n in names])
         axes.set_xlim(0, 1.2 * max(values))
     axes.axvline(1.0, color=role("reference"), linestyle="--", label=_("copy (clone) = 1"))
     for y, value in enumerate(values):  # the number beside the dot, away from the 1× line
@@ -146,9 +175,11 @@ def implementation_bars(results: list, *, layout: str = "half", log: bool = True
         axes.annotate(label, (value, y), xytext=(-9 if left else 9, 0), fontsize=12,
                       textcoords="offset points", va="center", ha="right" if left else "left")
     if log:
-        axes.set_xlim(min(axes.get_xlim()[0], min(values) / 2.6), axes.get_xlim()[1])
+        # room left of the lowest dot for its number ("0.127×"), clear of the row names
+        axes.set_xlim(min(axes.get_xlim()[0], min(values) / 4), axes.get_xlim()[1])
     axes.invert_yaxis()
-    axes.set(title=_("RoPE time relative to a copy ({layout} layout)").format(layout=layout),
+    axes.set(title=_("RoPE time relative to a copy ({layout} layout)").format(
+                 layout=_(layout)),
              xlabel=_("time ÷ time of x.clone() (lower is better)"))
     axes.legend(loc="upper right")
     return figure
@@ -257,10 +288,11 @@ def gpu_speed(record: dict, *, dtype: str = "bfloat16"):
         panel.set_xticks(ticks, [number(t) for t in ticks])
         panel.xaxis.set_minor_locator(NullLocator())
         panel.set_title(_("{case}\nclone {microseconds} µs").format(
-            case=row["case"], microseconds=number(row["us_per_tensor"]["clone"])), fontsize=12)
+            case=_case_name(row["case"]), microseconds=number(row["us_per_tensor"]["clone"])),
+            fontsize=12)
     for panel in axes[len(rows):]:
         panel.set_visible(False)
-    axes[0].set_yticks(range(len(labels)), labels)
+    axes[0].set_yticks(range(len(labels)), [_row_name(label) for label in labels])
     axes[0].invert_yaxis()
     environment = record.get("environment", {})
     gpu = environment.get("gpu") or environment.get("device", "GPU")
