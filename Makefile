@@ -93,7 +93,7 @@ browser: install-test chromium
 	$(PY) -m pytest -p no:cacheprovider tests/browser
 
 # The oldest versions pyproject.toml allows, Google Colab's stack and the newest releases,
-# each in its own virtual environment under .nox/, running the unit tests and every notebook.
+# each in its own virtual environment under .nox/, running the unit tests and every English notebook.
 compat: install-test
 	$(if $(filter cpu,$(TORCH)),ROPE_LAB_TORCH_INDEX=$(TORCH_CPU_INDEX)) $(VENV)/bin/nox --no-color
 

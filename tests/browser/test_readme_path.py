@@ -4,10 +4,12 @@ A fresh clone of the repository (the working tree as git would commit it, commit
 new repository under a temporary folder), git's notebook filter set up by the Makefile's own
 step (``make notebook-filter``, part of ``make lab``'s install), then JupyterLab started as
 ``make lab`` starts it (the course's settings in ``lab/``, the notebooks folder as its root,
-autosave on, a user with no Jupyter settings of their own), and every notebook, the
-solutions included, opened in headless Chromium, run (Run All) and saved, the way a class
-does it: JupyterLab writes its checkpoint copies into ``.ipynb_checkpoints/``, the outputs,
-and the kernel's spec and language into each notebook. Then, in the clone:
+autosave on, a user with no Jupyter settings of their own), and every English notebook, the
+solutions included, and the Chinese edition's first notebook and its solutions (the same code
+with other words: one pair shows that saving a Chinese notebook is no change to git either,
+without running the course twice within CI's time) opened in headless Chromium, run (Run All)
+and saved, the way a class does it: JupyterLab writes its checkpoint copies into
+``.ipynb_checkpoints/``, the outputs, and the kernel's spec and language into each notebook. Then, in the clone:
 
 - ``git status`` shows nothing: a run and saved course is no change to git;
 - the project's own checks still pass (the tests that list notebooks, and the collection of
@@ -130,7 +132,10 @@ def readme_path(chromium, playwright_driver, tmp_path_factory):
         pytest.skip("no `make` here: the README path starts with it")
     home = tmp_path_factory.mktemp("readme-path", numbered=False)
     clone = fresh_clone(home / "rope_lab", make)
-    notebooks = notebook_files(clone / "notebooks", recursive=True)
+    chinese = clone / "notebooks" / "zh_CN"
+    notebooks = [path for path in notebook_files(clone / "notebooks", recursive=True)
+                 if chinese not in path.parents]
+    notebooks += notebook_files(chinese, "00_*.ipynb", recursive=True)
     record = {"clone": clone, "notebooks": notebooks, "seconds": {}, "errors": {},
               "dirty_after_save": [], "fonts": {}, "news": [], "console": []}
     # The user's own settings: none (a fresh machine); autosave stays on, as for them.
@@ -258,7 +263,7 @@ def _look_at_01(page, cdp, record):
 
 def test_every_notebook_ran_and_was_saved_as_jupyterlab_saves(readme_path):
     notebooks = readme_path["notebooks"]
-    assert len(notebooks) >= 26, [p.name for p in notebooks]  # 13 notebooks, 13 solutions
+    assert len(notebooks) >= 28, [p.name for p in notebooks]  # 13 + 13 solutions, 2 Chinese
     errors = {name: found for name, found in readme_path["errors"].items() if found}
     assert not errors, f"error or stderr outputs in JupyterLab: {errors}"
     assert not readme_path["dirty_after_save"], readme_path["dirty_after_save"]
