@@ -9,7 +9,8 @@ solutions included, and the Chinese edition's first notebook and its solutions (
 with other words: one pair shows that saving a Chinese notebook is no change to git either,
 without running the course twice within CI's time) opened in headless Chromium, run (Run All)
 and saved, the way a class does it: JupyterLab writes its checkpoint copies into
-``.ipynb_checkpoints/``, the outputs, and the kernel's spec and language into each notebook. Then, in the clone:
+``.ipynb_checkpoints/``, the outputs, and the kernel's spec and language into each notebook.
+Then, in the clone:
 
 - ``git status`` shows nothing: a run and saved course is no change to git;
 - the project's own checks still pass (the tests that list notebooks, and the collection of
