@@ -523,6 +523,25 @@ def targets(results: list[Result]) -> dict:
     return verdicts
 
 
+
+def format_target_verdicts(verdicts) -> str:
+    """Runs against the course's CPU targets, one line per (run, layout): default ≤ 1.3 ×
+    clone, ≥ 3 × faster than HF eager, in place ≤ 1.2 × copy_ into a buffer. ``verdicts``:
+    tuples (run name, layout, default ÷ clone, HF ÷ default, in place ÷ copy_), as notebook
+    09 gathers them from :func:`committed_results`' targets. In the course's language."""
+    run, layout, default, hf, in_place = (
+        lazy_gettext("run"), lazy_gettext("layout"), lazy_gettext("default/clone"),
+        lazy_gettext("HF/default"), lazy_gettext("in place/copy_"))
+    met, missed = lazy_gettext("met"), lazy_gettext("MISSED")
+    lines = [f"{run:28s} {layout:12s} {default:>13s} {'≤ 1.3?':>7s} {hf:>10s} {'≥ 3?':>5s} "
+             f"{in_place:>15s} {'≤ 1.2?':>7s}"]
+    for name, layout_name, times_clone, speedup, in_place_times in verdicts:
+        lines.append(f"{name:28s} {LazyText(layout_name):12s} {times_clone:13.2f} "
+                     f"{met if times_clone <= 1.3 else missed:>7s} {speedup:10.1f} "
+                     f"{met if speedup >= 3 else missed:>5s} {in_place_times:15.2f} "
+                     f"{met if in_place_times <= 1.2 else missed:>7s}")
+    return "\n".join(lines)
+
 # --- command line -----------------------------------------------------------------------------
 
 def main(argv=None) -> int:

@@ -147,6 +147,14 @@ def test_tables_speak_the_course_language_and_the_command_line_stays_english(mon
     assert "参考公式 ms" in sweep and "Triton：" in status
     assert "算术强度" in keys and traffic["intensity"] > 0  # code still reads the English key
     assert {r.name for r in results} >= {"apply_rope (default)", "clone"}
+    verdicts = [("a.json", "half", 1.0, 4.0, 1.0), ("b.json", "interleaved", 1.5, 2.0, 1.3)]
+    english_verdicts = bench.format_target_verdicts(verdicts).splitlines()
+    assert english_verdicts[1].split()[3::2] == ["met"] * 3
+    assert english_verdicts[2].split()[3::2] == ["MISSED"] * 3
+    with using_language("zh"):
+        chinese_verdicts = bench.format_target_verdicts(verdicts).splitlines()
+    assert chinese_verdicts[1].split()[1::2] == ["对半", "达到", "达到", "达到"]
+    assert chinese_verdicts[2].split()[3::2] == ["未达到"] * 3
 
     # every note template comes back from its English, in English and in Chinese
     samples = {"threads": 2, "how": "built in 0.31 s", "mebibytes": 1, "seconds": 1.25,
