@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -43,7 +44,7 @@ import torch
 
 import rope_lab as rl
 from rope_lab import _ckernel, fast, rope
-from rope_lab.i18n import N_, lazy_gettext
+from rope_lab.i18n import N_, LazyText, lazy_gettext, using_language
 from rope_lab.i18n import gettext as _
 from rope_lab.timing import paired_ratios, provenance, quartiles, time_in_turns, time_round_robin
 
@@ -134,8 +135,9 @@ def implementations(x: torch.Tensor, layout: str, *, compile_baseline: bool = Fa
         # call compiles (tens of seconds on a CPU), which the warm-up absorbs.
         compiled_hf = torch.compile(hf_style_rope, dynamic=False)
         compiled_reference = torch.compile(rope.rotate_reference, dynamic=False)
-        functions["torch.compile(HF-style)"] = lambda: compiled_hf(x, hf_cos, hf_sin)
-        functions["torch.compile(reference)"] = lambda: compiled_reference(x, cos, sin, layout)
+        functions[N_("torch.compile(HF-style)")] = lambda: compiled_hf(x, hf_cos, hf_sin)
+        functions[N_("torch.compile(reference)")] = lambda: compiled_reference(x, cos, sin,
+                                                                               layout)
     return functions
 
 
@@ -167,7 +169,7 @@ def run_benchmark(
             if name in ("apply_rope (default)", "apply_rope + position ids"):
                 note = _default_path_name(x, layout, ids=name.endswith("ids"))
             if name in first_calls:
-                note = f"first call (compiling) {first_calls[name]:.1f} s"
+                note = NOTE_FIRST_CALL.format(seconds=first_calls[name])
             results.append(Result(name, layout, s * 1e3, moved / s / 1e9, ratio, note,
                                   (low, high)))
         seconds = {name: statistics.median(times) for name, times in samples.items()}
@@ -182,15 +184,56 @@ def _default_path_name(x, layout, *, ids: bool = False) -> str:
     backend = fast.auto_backend(x, layout)
     if backend == "c":
         how = _ckernel.status().split("(")[-1].rstrip(")")  # "built in 0.31 s" / "loaded …"
-        tables = ", cos/sin from the ids" if ids else ""
-        return f"backend 'c': C loop, {torch.get_num_threads()} threads{tables} ({how})"
-    words = {"triton": "one Triton kernel" + (", angles from the ids inside" if ids else ""),
-             "complex": "one complex multiply", "reference": "the reference formula"}
-    if backend in words:
-        return f"backend {backend!r}: {words[backend]}"
+        return (NOTE_C_IDS if ids else NOTE_C).format(threads=torch.get_num_threads(), how=how)
+    if backend == "triton":
+        return NOTE_TRITON_IDS if ids else NOTE_TRITON
+    if backend in ("complex", "reference"):
+        return {"complex": NOTE_COMPLEX, "reference": NOTE_REFERENCE}[backend]
     if not fast._blocking_pays(x):
-        return "backend 'eager': four whole-tensor kernels"
-    return f"backend 'eager': three kernels per {fast._block_bytes() >> 20} MiB block"
+        return NOTE_EAGER_WHOLE
+    return NOTE_EAGER_BLOCKS.format(mebibytes=fast._block_bytes() >> 20)
+
+
+# A row's note, English in the results and the JSON a run writes (code and committed runs read
+# them); format_table shows it in the course's language through note_text, which recognises
+# these templates. Words a field holds ("loaded from the cache") are templates too.
+NOTE_C = N_("backend 'c': C loop, {threads} threads ({how})")
+NOTE_C_IDS = N_("backend 'c': C loop, {threads} threads, cos/sin from the ids ({how})")
+NOTE_TRITON = N_("backend 'triton': one Triton kernel")
+NOTE_TRITON_IDS = N_("backend 'triton': one Triton kernel, angles from the ids inside")
+NOTE_COMPLEX = N_("backend 'complex': one complex multiply")
+NOTE_REFERENCE = N_("backend 'reference': the reference formula")
+NOTE_EAGER_WHOLE = N_("backend 'eager': four whole-tensor kernels")
+NOTE_EAGER_BLOCKS = N_("backend 'eager': three kernels per {mebibytes} MiB block")
+NOTE_FIRST_CALL = N_("first call (compiling) {seconds:.1f} s")
+NOTE_DENSE = N_("timed on {tokens} tokens, scaled ×{factor:g} (cost is linear in L)")
+_NOTE_TEMPLATES = (NOTE_C, NOTE_C_IDS, NOTE_TRITON, NOTE_TRITON_IDS, NOTE_COMPLEX,
+                   NOTE_REFERENCE, NOTE_EAGER_WHOLE, NOTE_EAGER_BLOCKS, NOTE_FIRST_CALL,
+                   NOTE_DENSE,
+                   # what _ckernel.status() says in the parentheses of NOTE_C
+                   N_("loaded from the cache"), N_("built in {seconds:.2f} s"))
+_FIELD = re.compile(r"\{(\w+)(?::[^}]*)?\}")
+
+
+def _template_pattern(template: str) -> re.Pattern:
+    parts = _FIELD.split(template)  # literal, name, literal, name, …
+    return re.compile("".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>.+?)"
+                              for i, part in enumerate(parts)))
+
+
+_NOTE_PATTERNS = [(template, _template_pattern(template)) for template in _NOTE_TEMPLATES]
+
+
+def note_text(note: str) -> str:
+    """A benchmark row's note (English, as :func:`run_benchmark` and the committed runs hold
+    it) in the course's language; a note that matches no template comes back as it is."""
+    for template, pattern in _NOTE_PATTERNS:
+        match = pattern.fullmatch(note)
+        if match:
+            translated = _FIELD.sub(lambda field: "{" + field[1] + "}", _(template))
+            return translated.format(**{name: note_text(value)
+                                        for name, value in match.groupdict().items()})
+    return note
 
 
 def _first_calls(functions: dict, device) -> dict:
@@ -215,7 +258,7 @@ def _dense_result(x, layout, clone_seconds, device, repeats) -> Result:
         device=device, warmup=1, repeats=max(3, repeats // 2),
     )["dense"] * x.shape[-2] / tokens
     moved = 2 * x.numel() * x.element_size()
-    note = f"timed on {tokens} tokens, scaled ×{x.shape[-2] / tokens:g} (cost is linear in L)"
+    note = NOTE_DENSE.format(tokens=tokens, factor=x.shape[-2] / tokens)
     return Result(N_("dense matrix R_m x"), layout, seconds * 1e3, moved / seconds / 1e9,
                   seconds / clone_seconds, note)
 
@@ -424,17 +467,25 @@ def _committed_json(folder_name: str) -> dict:
 # --- reporting --------------------------------------------------------------------------------
 
 def format_table(results: list[Result]) -> str:
-    lines = [f"{'implementation':32} {'layout':12} {'ms':>9} {'GB/s':>7} {'× clone':>8}  note"]
+    """The benchmark table, one row per Result, in the course's language (names, layouts and
+    notes are English in the results: code and the JSON read them)."""
+    # lazy texts pad in monospace columns; marked outside the f-string for the extractor
+    implementation, layout, note = (lazy_gettext("implementation"), lazy_gettext("layout"),
+                                    lazy_gettext("note"))
+    lines = [f"{implementation:32} {layout:12} {'ms':>9} {'GB/s':>7} {'× clone':>8}  {note}"]
     for r in results:
-        lines.append(f"{r.name:32} {r.layout:12} {r.ms:9.3f} {r.gb_per_s:7.1f} "
-                     f"{r.times_clone:8.2f}  {r.note}")
+        lines.append(f"{LazyText(r.name):32} {LazyText(r.layout):12} {r.ms:9.3f} "
+                     f"{r.gb_per_s:7.1f} {r.times_clone:8.2f}  {note_text(r.note)}")
     return "\n".join(lines)
 
 
 def format_sweep(rows: list[dict]) -> str:
+    """The sweep table (:func:`sweep`), its headers in the course's language."""
     parameter = next(iter(rows[0]))
-    lines = [f"{parameter:>9} {'clone ms':>9} {'rope ms':>9} {'reference ms':>13} "
-             f"{'rope ns/element':>16}"]
+    clone, rotated, reference, per_element = (
+        lazy_gettext("clone ms"), lazy_gettext("rope ms"), lazy_gettext("reference ms"),
+        lazy_gettext("rope ns/element"))
+    lines = [f"{parameter:>9} {clone:>9} {rotated:>9} {reference:>13} {per_element:>16}"]
     for row in rows:
         lines.append(f"{row[parameter]:9d} {row['clone_ms']:9.3f} {row['apply_rope_ms']:9.3f} "
                      f"{row['reference_ms']:13.3f} "
@@ -472,9 +523,34 @@ def targets(results: list[Result]) -> dict:
     return verdicts
 
 
+
+def format_target_verdicts(verdicts) -> str:
+    """Runs against the course's CPU targets, one line per (run, layout): default ≤ 1.3 ×
+    clone, ≥ 3 × faster than HF eager, in place ≤ 1.2 × copy_ into a buffer. ``verdicts``:
+    tuples (run name, layout, default ÷ clone, HF ÷ default, in place ÷ copy_), as notebook
+    09 gathers them from :func:`committed_results`' targets. In the course's language."""
+    run, layout, default, hf, in_place = (
+        lazy_gettext("run"), lazy_gettext("layout"), lazy_gettext("default/clone"),
+        lazy_gettext("HF/default"), lazy_gettext("in place/copy_"))
+    met, missed = lazy_gettext("met"), lazy_gettext("MISSED")
+    lines = [f"{run:28s} {layout:12s} {default:>13s} {'≤ 1.3?':>7s} {hf:>10s} {'≥ 3?':>5s} "
+             f"{in_place:>15s} {'≤ 1.2?':>7s}"]
+    for name, layout_name, times_clone, speedup, in_place_times in verdicts:
+        lines.append(f"{name:28s} {LazyText(layout_name):12s} {times_clone:13.2f} "
+                     f"{met if times_clone <= 1.3 else missed:>7s} {speedup:10.1f} "
+                     f"{met if speedup >= 3 else missed:>5s} {in_place_times:15.2f} "
+                     f"{met if in_place_times <= 1.2 else missed:>7s}")
+    return "\n".join(lines)
+
 # --- command line -----------------------------------------------------------------------------
 
 def main(argv=None) -> int:
+    """The command line: a tool, so it prints English whatever ROPE_LAB_LANG says."""
+    with using_language("en"):
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["widgets"]:
         return _main_widgets(argv[1:])

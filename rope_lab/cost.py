@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from rope_lab import fast
+from rope_lab.i18n import lazy_gettext
 
 
 def rope_traffic(batch: int, heads: int, seq: int, head_dim: int, *,
@@ -26,8 +27,11 @@ def rope_traffic(batch: int, heads: int, seq: int, head_dim: int, *,
     tensor_bytes = 2 * elements * bytes_per_element
     table_bytes = 2 * seq * (head_dim // 2) * 4
     flops = 3 * elements
-    return {"elements": elements, "tensor_bytes": tensor_bytes, "table_bytes": table_bytes,
-            "flops": flops, "intensity": flops / (tensor_bytes + table_bytes)}
+    # Lazy keys: code reads them in English (traffic["flops"]), a printed key speaks the
+    # course's language (notebook 09 prints the dict).
+    return {lazy_gettext("elements"): elements, lazy_gettext("tensor_bytes"): tensor_bytes,
+            lazy_gettext("table_bytes"): table_bytes, lazy_gettext("flops"): flops,
+            lazy_gettext("intensity"): flops / (tensor_bytes + table_bytes)}
 
 
 def attainable_gflops(intensity: float, peak_gflops: float, bandwidth_gb_s: float) -> float:

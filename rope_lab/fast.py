@@ -48,6 +48,7 @@ import weakref
 import torch
 
 from rope_lab import _ckernel, _validate
+from rope_lab.i18n import gettext as _
 
 # Block size for the eager half-layout path, per intra-op CPU thread: x block + out block
 # should stay in cache while the three kernels pass over it (1 MiB of x is one head of 2048
@@ -138,17 +139,27 @@ def check_backend(backend: str, x: torch.Tensor, cos: torch.Tensor, layout: str)
 
 def status() -> str:
     """Two lines: whether the C loop is built here (and how long the build took), and
-    whether Triton is usable (checked per CUDA device on first use)."""
+    whether Triton is usable (checked per CUDA device on first use). In the course's
+    language (notebook 09 prints it); the scripts that store it in a record run in English,
+    and :func:`rope_lab._ckernel.status` stays English for code that reads it."""
+    library = _ckernel._load()
+    if library is None:
+        c_kernel = _("eager path: {reason}").format(reason=_ckernel._reason)
+    else:
+        how = (_("built in {seconds:.2f} s").format(seconds=library.build_seconds)
+               if library.build_seconds is not None else _("loaded from the cache"))
+        c_kernel = _("C kernel: {path} ({how})").format(path=library._name, how=how)
     if _triton_switched_off():
-        triton = "turned off (ROPE_LAB_TRITON=0)"
+        triton = _("turned off (ROPE_LAB_TRITON=0)")
     elif isinstance(_import_triton(), str):
         triton = _import_triton()
     elif not torch.cuda.is_available():
-        triton = "installed; no CUDA device here (TRITON_INTERPRET=1 runs it on CPU tensors)"
+        triton = _("installed; no CUDA device here (TRITON_INTERPRET=1 runs it on CPU "
+                   "tensors)")
     else:
-        triton = ("passed its self-check on this GPU" if triton_available()
-                  else "failed its self-check on this GPU: the eager path runs")
-    return f"{_ckernel.status()}\nTriton: {triton}"
+        triton = (_("passed its self-check on this GPU") if triton_available()
+                  else _("failed its self-check on this GPU: the eager path runs"))
+    return _("{c_kernel}\nTriton: {triton}").format(c_kernel=c_kernel, triton=triton)
 
 
 def auto_backend(x: torch.Tensor, layout: str) -> str:

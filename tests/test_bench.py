@@ -121,6 +121,62 @@ def test_committed_results_are_well_formed():
         assert "apply_rope (default)" in table
 
 
+
+def test_tables_speak_the_course_language_and_the_command_line_stays_english(monkeypatch,
+                                                                             capsys):
+    """Issue 31: what notebook 09 prints from the package (tables, notes, status, the cost
+    model's keys) is Chinese in the Chinese edition and unchanged in English; the rows keep
+    their English names for code, and the command line, a tool, prints English always."""
+    from rope_lab import fast
+    from rope_lab.i18n import using_language
+
+    run = next(iter(bench.committed_results().values()))
+    results = [bench.Result(**r) for r in run["results"]]
+    english = bench.format_table(results)
+    assert english.startswith("implementation") and "backend 'c': C loop," in english
+    with using_language("zh"):
+        chinese = bench.format_table(results)
+        sweep = bench.format_sweep([{"seq": 8, "elements": 8, "clone_ms": 1.0,
+                                     "apply_rope_ms": 1.0, "reference_ms": 1.0}])
+        status = fast.status()
+        traffic = cost.rope_traffic(1, 2, 8, 4)
+        keys = [f"{key}" for key in traffic]
+    assert chinese.startswith("实现") and "C 循环" in chinese and "C loop" not in chinese
+    assert "参考公式（eager）" in chinese and "对半" in chinese
+    assert len(chinese.splitlines()) == len(english.splitlines())
+    assert "参考公式 ms" in sweep and "Triton：" in status
+    assert "算术强度" in keys and traffic["intensity"] > 0  # code still reads the English key
+    assert {r.name for r in results} >= {"apply_rope (default)", "clone"}
+    verdicts = [("a.json", "half", 1.0, 4.0, 1.0), ("b.json", "interleaved", 1.5, 2.0, 1.3)]
+    english_verdicts = bench.format_target_verdicts(verdicts).splitlines()
+    assert english_verdicts[1].split()[3::2] == ["met"] * 3
+    assert english_verdicts[2].split()[3::2] == ["MISSED"] * 3
+    with using_language("zh"):
+        chinese_verdicts = bench.format_target_verdicts(verdicts).splitlines()
+    assert chinese_verdicts[1].split()[1::2] == ["对半", "达到", "达到", "达到"]
+    assert chinese_verdicts[2].split()[3::2] == ["未达到"] * 3
+
+    # every note template comes back from its English, in English and in Chinese
+    samples = {"threads": 2, "how": "built in 0.31 s", "mebibytes": 1, "seconds": 1.25,
+               "tokens": 128, "factor": 16.0}
+    for template in bench._NOTE_TEMPLATES:
+        note = template.format(**samples)
+        assert bench.note_text(note) == note
+        with using_language("zh"):
+            translated = bench.note_text(note)
+        assert translated != note, note
+        if "{how}" in template:  # the words inside a field are translated too
+            assert "编译用时 0.31 秒" in translated, translated
+    with using_language("zh"):
+        assert bench.note_text("a remark no template knows") == "a remark no template knows"
+
+    monkeypatch.setenv("ROPE_LAB_LANG", "zh")
+    with using_language("zh"):
+        assert bench.main([*TINY, "--device", "cpu", "--no-decode"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("implementation") == 1 and "实现" not in printed
+
+
 # --- the widget benchmark ---------------------------------------------------------------------
 
 def _toy_factory(calls):
