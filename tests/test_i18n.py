@@ -362,6 +362,88 @@ def test_a_translated_literal_stays_valid_code_within_the_line_length():
     ast.parse(built)
 
 
+
+def test_a_joined_comprehension_of_text_is_offered_a_join_of_names_is_not(monkeypatch):
+    monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", False)
+    source = ('import rope_lab as rl\n\n'
+              'rl.check("the claim", True,\n'
+              '         "; ".join(f"{k}L: RoPE {a[k]}, learned {b[k]}" for k in ks))\n'
+              'print(", ".join([f"window {i} → {i + 1}" for i in rises]))\n'
+              'print(", ".join(["q_proj", "k_proj"]), " | ".join(name for name in names))\n'
+              'print(", ".join(f"{x:.2f}" for x in xs))\n'  # no words: nothing to translate
+              'key = "|".join(f"scheme {s}" for s in seeds)\n')  # not printed: code
+    found = {m.msgid: m.note for m in text.notebook_messages(_notebook(("code", source)))}
+    assert found == {"the claim": "verdict line of a check (claim)",
+                     "{k}L: RoPE {a[k]}, learned {b[k]}": "verdict line of a check (detail)",
+                     "window {i} → {i + 1}": "printed text"}
+    built = text.translate_notebook(_notebook(("code", source)),
+                                    lambda m: {"window {i} → {i + 1}": "窗口 {i} → {i + 1}"}.get(
+                                        m.msgid), language="zh")
+    assert 'print(", ".join([f"窗口 {i} → {i + 1}" for i in rises]))' in built["cells"][0][
+        "source"]
+
+
+def test_label_maps_and_the_tolerance_label_are_figure_text(monkeypatch):
+    source = ('from rope_lab.plots import debugging_rope as figures\n\n'
+              'steps = {"fix": rule, "plus_one": other}\n'
+              'step_labels = {"fix": "the fix", "plus_one": "P + 1 (bug)"}\n'
+              'figures.error_bars(errors, labels={"rope": "Llama (RoPE)"}, title="bars",\n'
+              '                   ylabel="error", tolerance_label="bf16 noise")\n'
+              'figures.error_curves(x, errors, labels=step_labels, title="curves")\n'
+              'options = {"fix": "not a label"}\n')
+    notebook = _notebook(("code", source))
+    monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", True)
+    found = {m.msgid: m.note for m in text.notebook_messages(notebook)}
+    assert found == {"the fix": "figure text (a label)", "P + 1 (bug)": "figure text (a label)",
+                     "Llama (RoPE)": "figure text (a label)", "bf16 noise": "figure text",
+                     "bars": "figure text", "error": "figure text",
+                     "curves": "figure text"}  # never the keys "fix", "rope", nor `options`
+    monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", False)
+    assert not text.notebook_messages(notebook)
+
+
+def _pieces(built: str) -> list[str]:
+    """The pieces of the first argument of the cell's one call, as the build wrote them."""
+    argument = next(n for n in ast.walk(ast.parse(built)) if isinstance(n, ast.Call)).args[0]
+    return [ast.literal_eval(f'"{piece.body}"') for piece in
+            text._scan_pieces(ast.get_source_segment(built, argument))]
+
+
+def test_a_translated_literal_breaks_after_punctuation_and_between_words():
+    """Chinese has no spaces: a break between two characters may cut a word ("分" "配"). A
+    line breaks after Chinese punctuation or at a space when that keeps half the line, and
+    between two characters only when neither is near."""
+    source = 'import rope_lab as rl\n\nrl.check("a claim", True)\n'
+    slots = text._code_slots(source, "c", text.SignatureResolver([source]))
+    clauses = ("旋转位置编码给每个维度对分配一个轴，", "每一组频率都来自同一个 base；",
+               "至多转过半圈的维度对不会被外推影响，", "所以 token 的位置信息保留下来。")
+    built = text._apply(source, slots, lambda m: "".join(clauses * 3))
+    pieces = _pieces(built)
+    assert "".join(pieces) == "".join(clauses * 3) and len(pieces) > 1
+    assert all(text.display_width(line) <= text.LINE_LENGTH for line in built.split("\n"))
+    assert all(piece[-1] in "，；。 " for piece in pieces[:-1]), pieces
+    # a mixed line breaks at a space between ASCII words, never inside one
+    words = "检查 " + " ".join(["rotary_dim", "inv_freq", "attention_factor"] * 8)
+    pieces = _pieces(text._apply(source, slots, lambda m: words))
+    assert "".join(pieces) == words and all(p.endswith(" ") for p in pieces[:-1]), pieces
+    # no punctuation and no space for most of a line: a break between two characters
+    run = "位" * 120
+    pieces = _pieces(text._apply(source, slots, lambda m: run))
+    assert "".join(pieces) == run and len(pieces) == 3
+    # the ranks themselves
+    atoms = [("char", c) for c in "分配，一 ab"]
+    assert [text._break_after(atoms, k) for k in range(len(atoms))] == [
+        text.SPLIT, 0, text.CLEAN, text.SPLIT, text.CLEAN, 0, text.CLEAN]
+
+
+def test_a_comment_wraps_after_punctuation_too():
+    line = ("旋转位置编码给每个维度对分配一个轴，每一组频率都来自同一个 base；"
+            "至多转过半圈的维度对不会被外推影响。")
+    assert text._wrap(line * 2, 60) == [
+        "旋转位置编码给每个维度对分配一个轴，每一组频率都来自同一个",
+        "base；至多转过半圈的维度对不会被外推影响。"] * 2
+
+
 def _tiny_repository(root: Path) -> Path:
     """A repository with one English notebook, as `init` and `update` see it."""
     (root / "notebooks").mkdir(parents=True)

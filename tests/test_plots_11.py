@@ -41,6 +41,29 @@ def test_error_bars_colour_by_the_tolerance():
     assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["a", "b", "c"]
 
 
+
+def test_labels_name_the_keys_and_the_colour_follows_the_label():
+    """Keys the code uses (``decoded["fix"]``) and the text a figure writes, kept apart."""
+    figure = figures.error_curves([0, 1], {"p1": [1.0, 1.0], "ok": [1e-7, 1e-7]}, title="t",
+                                  xlabel="x", ylabel="y",
+                                  labels={"p1": "position P + 1 (bug)", "ok": "the fix"})
+    bug, fix = figure.axes[0].lines
+    assert [bug.get_label(), fix.get_label()] == ["position P + 1 (bug)", "the fix"]
+    assert mcolors.same_color(bug.get_color(), ROLE_COLOURS["mistake"])
+    assert mcolors.same_color(fix.get_color(), ROLE_COLOURS["reference"])
+    figure = figures.error_bars({"a": 2.0, "b": 1e-6}, title="t", ylabel="y",
+                                labels={"a": "GPT-2 (learned)"})  # "b" keeps its key
+    assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["GPT-2 (learned)", "b"]
+
+
+@pytest.mark.parametrize("draw", [
+    lambda labels: figures.error_curves([0], {"a": [1.0]}, title="t", xlabel="x", ylabel="y",
+                                        labels=labels),
+    lambda labels: figures.error_bars({"a": 1.0}, title="t", ylabel="y", labels=labels)])
+def test_a_label_for_no_key_is_refused(draw):
+    with pytest.raises(ValueError, match=r"labels: \['typo'\] name no entry.*\['a'\]"):
+        draw({"typo": "a label"})
+
 # --- readable in class: colour-blind safe, inside the output area, legends off the data -------
 
 # The curves and bars notebook 11 draws, with its labels (the colours follow the labels).

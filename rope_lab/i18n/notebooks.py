@@ -29,16 +29,21 @@ words outside maths and code.
   - an argument bound to a parameter named ``description`` (a widget's label);
   - with ``rope_lab.i18n.TRANSLATE_FIGURE_TEXT`` on (phase 2 of issue 31: once matplotlib
     has a CJK font), also ``title``, ``titles``, ``suptitle``, ``xlabel``, ``ylabel``,
-    ``label`` parameters and variables of those names, and the string keys of a dict
-    literal passed to a ``rope_lab.plots`` function (its legend labels).
+    ``label``, ``tolerance_label`` parameters and variables of those names, the string keys
+    of a dict literal passed to a ``rope_lab.plots`` function (its legend labels), and the
+    string values of a *label mapping*: a dict literal passed as ``labels=`` or assigned to
+    a variable named ``labels`` or ``…_labels`` (``labels={"fix": "hf.decode_position_ids
+    (fix)"}``: the keys stay the names the checks use, the values are what a figure writes).
 
   Inside such a place a literal may sit in a list or tuple, either branch of ``a if c else
-  b``, or a ``+`` concatenation. Everything else (dict keys, layout names, arguments such
-  as ``"causal"``, strings compared with ``==``) is code and is never touched. An f-string
-  is one message whose replacement fields (``{worst:.1e}``) the translation must keep, in
-  any order; the words a field prints are messages of their own (:func:`_field_words`:
-  ``{'passes' if ok else 'fails'}``, and ``{mode}`` in a loop over ``("random",
-  "correlated")``), written into the field by the build.
+  b``, a ``+`` concatenation, or the item of a joined comprehension (``"; ".join(f"{k}L:
+  … learned {v}" for k in ks)``; a join of a list of plain strings is code). Everything
+  else (dict keys, layout names, arguments such as ``"causal"``, strings compared with
+  ``==``) is code and is never touched. An f-string is one message whose replacement
+  fields (``{worst:.1e}``) the translation must keep, in any order; the words a field
+  prints are messages of their own (:func:`_field_words`: ``{'passes' if ok else
+  'fails'}``, and ``{mode}`` in a loop over ``("random", "correlated")``), written into
+  the field by the build.
 
 Putting a translation back keeps the code valid and within the line length: a literal is
 re-wrapped into implicitly concatenated pieces aligned under its first piece, comments are
@@ -68,7 +73,10 @@ LINE_LENGTH = 100  # ruff's line-length for the repository, notebooks included
 LITERAL_SLOTS = {"claim": "verdict line of a check (claim)",
                  "detail": "verdict line of a check (detail)"}
 FIGURE_SLOTS = {name: "figure text" for name in
-                ("title", "titles", "suptitle", "xlabel", "ylabel", "label")}
+                ("title", "titles", "suptitle", "xlabel", "ylabel", "label", "tolerance_label")}
+# A figure's display labels kept apart from the keys the code uses: the string values of a
+# dict literal passed as ``labels=`` or assigned to ``labels`` / ``…_labels`` (figure text).
+LABEL_MAPS = "labels"
 # Widget labels are HTML, drawn by the browser's fonts: always translated.
 WIDGET_SLOTS = {"description": "widget label"}
 # FIGURE_SLOTS count only while rope_lab.i18n.TRANSLATE_FIGURE_TEXT is on (issue 31, phase 2:
@@ -298,7 +306,26 @@ def _string_nodes(node: ast.expr) -> list[ast.expr]:
         return _string_nodes(node.body) + _string_nodes(node.orelse)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _string_nodes(node.left) + _string_nodes(node.right)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "join" and isinstance(node.func.value, ast.Constant)
+            and isinstance(node.func.value.value, str) and len(node.args) == 1
+            and isinstance(node.args[0], ast.GeneratorExp | ast.ListComp)):
+        # "; ".join(f"… {x} …" for x in xs): the text each item prints. A join of a list of
+        # plain strings (names the code spells) is not text.
+        return _string_nodes(node.args[0].elt)
     return []
+
+
+def _is_label_map(name: str | None) -> bool:
+    return name is not None and (name.lower() == LABEL_MAPS
+                                 or name.lower().endswith("_" + LABEL_MAPS))
+
+
+def _label_values(node: ast.expr) -> list[ast.expr]:
+    """The display labels of a label mapping: the string values of a dict literal."""
+    if not isinstance(node, ast.Dict):
+        return []
+    return [s for value in node.values for s in _string_nodes(value)]
 
 
 def translated_literals(tree: ast.Module, resolver: SignatureResolver) -> list[
@@ -315,10 +342,14 @@ def translated_literals(tree: ast.Module, resolver: SignatureResolver) -> list[
             for keyword in node.keywords:
                 if keyword.arg in slots:
                     found += [(s, slots[keyword.arg]) for s in _string_nodes(keyword.value)]
+                elif _figure_text_on() and keyword.arg == LABEL_MAPS:
+                    found += [(s, "figure text (a label)") for s in _label_values(keyword.value)]
             names = resolver.parameters(node.func) if node.args else None
             for name, argument in zip(names or (), node.args, strict=False):
                 if name in slots:
                     found += [(s, slots[name]) for s in _string_nodes(argument)]
+                elif _figure_text_on() and name == LABEL_MAPS:
+                    found += [(s, "figure text (a label)") for s in _label_values(argument)]
             if _figure_text_on():
                 found += _plot_labels(node, resolver)
         elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
@@ -327,6 +358,8 @@ def translated_literals(tree: ast.Module, resolver: SignatureResolver) -> list[
             for target in node.targets:
                 if isinstance(target, ast.Name) and target.id in slots:
                     found += [(s, slots[target.id]) for s in _string_nodes(node.value)]
+                elif isinstance(target, ast.Name) and _is_label_map(target.id):
+                    found += [(s, "figure text (a label)") for s in _label_values(node.value)]
     unique = {id(node): (node, note) for node, note in found}
     return sorted(unique.values(), key=lambda pair: (pair[0].lineno, pair[0].col_offset))
 
@@ -340,8 +373,9 @@ def _plot_labels(call: ast.Call, resolver: SignatureResolver) -> list[tuple[ast.
         return []
     if not ".".join([resolver.aliases[dotted[0]], *dotted[1:]]).startswith("rope_lab.plots."):
         return []
-    return [(key, "figure text (a label)") for argument in [*call.args,
-                                                            *(k.value for k in call.keywords)]
+    # a label mapping's keys name the data: code (its values are the labels)
+    return [(key, "figure text (a label)") for argument in [
+                *call.args, *(k.value for k in call.keywords if k.arg != LABEL_MAPS)]
             if isinstance(argument, ast.Dict) for key in argument.keys
             if isinstance(key, ast.Constant) and isinstance(key.value, str)]
 
@@ -493,30 +527,57 @@ def _encode(atom: tuple[str, str], quote: str, in_fstring: bool) -> str:
 # book's CJK font subset must carry.
 _NO_LINE_START = set("\uff0c\u3002\u3001\uff1b\uff1a\uff1f\uff01\uff09\u300b\u300d\u300f\u3011"
                      "\u2019\u201d,.;:?!)")
-_BREAK_AFTER = "\uff0c\u3002\u3001\uff1b\uff1a\uff1f\uff01"  # full-width , . ; : ? !
+# Where a clause ends: a line breaks best after these (full-width , . 、 ; : ? ! and closing
+# brackets and quotes).
+_BREAK_AFTER = ("\uff0c\u3002\u3001\uff1b\uff1a\uff1f\uff01\uff09\u300b\u300d\u300f\u3011"
+                "\u201d")
+CLEAN, SPLIT = 2, 1  # how a line may break (see _break_after); 0: never
+# A line breaks at the last clean break if that keeps at least this share of the line;
+# else between two CJK characters, which may cut a word in two ("分" "配").
+MIN_FILL = 0.5
 
 
-def _break_after(atoms: list[tuple[str, str]], k: int) -> bool:
-    """Whether a line may break between atoms[k] and atoms[k + 1]."""
+def _break_after(atoms: list[tuple[str, str]], k: int) -> int:
+    """How a line may break between atoms[k] and atoms[k + 1]: :data:`CLEAN` after a space
+    (between ASCII words) or after Chinese punctuation, :data:`SPLIT` between other CJK
+    characters (Chinese has no spaces, so such a break may split a word), 0 never (before
+    punctuation that cannot start a line, inside an ASCII word)."""
     if k + 1 >= len(atoms):
-        return True
+        return CLEAN
     here, after = atoms[k][1], atoms[k + 1][1]
     if atoms[k + 1][0] == "char" and after in _NO_LINE_START:
-        return False
-    if here == " ":
-        return True
-    if atoms[k][0] == "char" and (_CJK.match(here) or here in _BREAK_AFTER):
-        return True
-    return atoms[k + 1][0] == "char" and bool(_CJK.match(after))
+        return 0
+    if here == " " or atoms[k][0] == "char" and here in _BREAK_AFTER:
+        return CLEAN
+    if atoms[k][0] == "char" and _CJK.match(here):
+        return SPLIT
+    return SPLIT if atoms[k + 1][0] == "char" and bool(_CJK.match(after)) else 0
+
+
+def _cut(atoms, widths, current: list, limit: int) -> int | None:
+    """Where to end the line ``current`` (``(index, atom)`` pairs) that overflows ``limit``:
+    after the last clean break that fills :data:`MIN_FILL` of the line, else after the last
+    break of any kind; None when there is none (a hard split at the limit)."""
+    filled, ranks, width = [], [], 0
+    for k, _ in current:
+        width += widths[k]
+        filled.append(width)
+        ranks.append(_break_after(atoms, k))
+    clean = [j for j in range(1, len(current))
+             if ranks[j] == CLEAN and filled[j] >= MIN_FILL * limit]
+    if clean:
+        return clean[-1]
+    breaks = [j for j in range(1, len(current)) if ranks[j]]
+    return breaks[-1] if breaks else None
 
 
 def _chunks(atoms, widths, first_budget: int, budget: int) -> list[list]:
-    """Greedy line filling: atoms into chunks, breaking where :func:`_break_after` allows."""
+    """Greedy line filling: atoms into chunks, breaking where :func:`_break_after` allows,
+    a clean break preferred (see :func:`_cut`)."""
     chunks, current, width, limit = [], [], 0, first_budget
     for k, atom in enumerate(atoms):
         if current and width + widths[k] > limit:
-            cut = next((j for j in range(len(current) - 1, 0, -1)
-                        if _break_after(atoms, current[j][0])), None)
+            cut = _cut(atoms, widths, current, limit)
             if cut is None:
                 chunks.append(current)
                 current, width = [], 0
@@ -533,14 +594,16 @@ def _chunks(atoms, widths, first_budget: int, budget: int) -> list[list]:
 
 def _fit_last(chunk: list, quote: str, formatted: bool, room: int) -> list[list]:
     """``chunk`` split where a line may break so that its end fits in ``room`` columns (the
-    code after the literal leaves no more), or ``[chunk]`` when no break allows it."""
+    code after the literal leaves no more): at the last clean break that allows it, else at
+    the first break of any kind that does (the longest end), or ``[chunk]`` when none does."""
     widths = [display_width(_encode(a, quote, formatted)) for a in chunk]
     if sum(widths) <= room:
         return [chunk]
-    for j in range(1, len(chunk)):
-        if _break_after(chunk, j - 1) and sum(widths[j:]) <= room:
-            return [chunk[:j], chunk[j:]]
-    return [chunk]
+    fits = [j for j in range(1, len(chunk)) if sum(widths[j:]) <= room]
+    clean = [j for j in fits if _break_after(chunk, j - 1) == CLEAN]
+    split = [j for j in fits if _break_after(chunk, j - 1)]
+    j = clean[-1] if clean else split[0] if split else None
+    return [chunk] if j is None else [chunk[:j], chunk[j:]]
 
 
 def _render_literal(template: str, formatted: bool, quote: str, lead: str, tail: str,
@@ -554,15 +617,17 @@ def _render_literal(template: str, formatted: bool, quote: str, lead: str, tail:
     widths = [display_width(e) for e in encoded]
     overhead = 3  # f + two quotes
     first_budget = LINE_LENGTH - display_width(lead) - overhead - display_width(tail)
-    indent = display_width(lead) + (0 if bracketed else 1)
-    budget = LINE_LENGTH - indent - overhead - display_width(tail)
+    opening = 0 if bracketed else 1  # the parenthesis put around the pieces
+    indent = display_width(lead) + opening
     if sum(widths) <= first_budget:
         chunks = [atoms]
     else:
-        chunks = _chunks(atoms, widths, first_budget - (0 if bracketed else 1),
-                         max(budget, 20))
-        if budget < 20:  # the last piece shares its line with the code after the literal
-            chunks[-1:] = _fit_last(chunks[-1], quote, formatted, budget)
+        # Every piece but the last fills a line of its own; the last shares its line with
+        # the code after the literal (and the closing parenthesis), so it may be cut again.
+        chunks = _chunks(atoms, widths, first_budget + display_width(tail) - opening,
+                         LINE_LENGTH - indent - overhead)
+        room = LINE_LENGTH - indent - overhead - display_width(tail) - opening
+        chunks[-1:] = _fit_last(chunks[-1], quote, formatted, room)
 
     def piece(chunk) -> str:
         is_f = formatted and any(kind == "field" for kind, _ in chunk)

@@ -56,6 +56,17 @@ def _spaced(x, parts: int = 9) -> list[float]:
     return [x[index] for index in kept]
 
 
+def _shown(data: dict, labels: dict | None) -> list[str]:
+    """The text drawn for each key of ``data``: its entry in ``labels``, else the key."""
+    if labels is None:
+        return list(data)
+    unknown = [key for key in labels if key not in data]
+    if unknown:
+        raise ValueError(f"labels: {unknown!r} name no entry of the data; expected keys among "
+                         f"{list(data)!r}")
+    return [labels.get(key, key) for key in data]
+
+
 def _guides(axes, tolerance, tolerance_label, marks):
     if tolerance is not None:
         axes.axhline(tolerance, color=ROLE_COLOURS["context"], linestyle=":", linewidth=2,
@@ -70,7 +81,7 @@ def _guides(axes, tolerance, tolerance_label, marks):
 @course_style
 def error_curves(x, curves: dict, *, title: str, xlabel: str, ylabel: str,
                  tolerance: float | None = None, tolerance_label: str = N_("tolerance"),
-                 marks: dict | None = None, log_x: bool = False):
+                 marks: dict | None = None, log_x: bool = False, labels: dict | None = None):
     """One line per curve: a difference (log scale) against position, step or offset.
 
     Args:
@@ -78,6 +89,9 @@ def error_curves(x, curves: dict, *, title: str, xlabel: str, ylabel: str,
         curves: label → values (same length as x). A label with "bug", "wrong", "off by"
             … is drawn in the mistake colour, one with "fix", "correct" or "reference" in
             black; the others in the RoPE blue, sky blue, grey (and by line style).
+        labels: key of ``curves`` → the legend's text for it, when the keys are names the
+            code uses (``{"fix": "hf.decode_position_ids (fix)"}``); a key it leaves out is
+            its own label. The colour follows the legend's text.
         tolerance: a dotted grey line, e.g. the 1e-5 a fix must stay under, in the legend as
             ``tolerance_label`` and its value.
         marks: label → x of a dashed vertical guide (e.g. ``{"L = 32": 32}``).
@@ -90,10 +104,11 @@ def error_curves(x, curves: dict, *, title: str, xlabel: str, ylabel: str,
     Data: ``fig.axes[0].lines[i]`` is curve i (ydata clipped below at :data:`FLOOR`), then
     the tolerance line.
     """
+    shown = _shown(curves, labels)
     figure, axes = new_figure(width=8.0, height=4.4)
     x = [float(v) for v in x]
     clipped, top = False, tolerance or FLOOR
-    for index, (label, values) in enumerate(curves.items()):
+    for index, (label, values) in enumerate(zip(shown, curves.values(), strict=True)):
         values = [float(v) for v in values]
         clipped |= min(values) <= FLOOR
         top = max(top, *values)
@@ -122,18 +137,19 @@ def error_curves(x, curves: dict, *, title: str, xlabel: str, ylabel: str,
 
 @course_style
 def error_bars(values: dict, *, title: str, ylabel: str, tolerance: float | None = None,
-               tolerance_label: str = N_("tolerance")):
+               tolerance_label: str = N_("tolerance"), labels: dict | None = None):
     """One bar per case: how far each variant's output is from the correct run (log scale).
 
     With a ``tolerance``, bars above it are drawn in the mistake colour, the rest in black,
     and the tolerance is a dotted grey line; a key under the axes says so (the line as
-    ``tolerance_label`` and its value).
+    ``tolerance_label`` and its value). ``labels``: key of ``values`` → the bar's label, as
+    in :func:`error_curves`.
 
     Data: ``fig.axes[0].patches[i].get_height()`` is value i (clipped below at
-    :data:`FLOOR`); the bar labels are the dict's keys.
+    :data:`FLOOR`); the bar labels are the dict's keys, or their ``labels``.
     """
+    labels = _shown(values, labels)
     figure, axes = new_figure(width=8.0, height=4.4)
-    labels = list(values)
     heights = [max(float(v), FLOOR) for v in values.values()]
     if tolerance is None:
         colours = [_colour(label, index) for index, label in enumerate(labels)]
