@@ -237,7 +237,9 @@ def install_cell_notebooks(root: Path = ROOT) -> list[Path]:
 
 
 def place_install_cells(root: Path = ROOT, cell: str = COLAB_CELL) -> list[Path]:
-    """Make ``cell`` the install cell of every notebook, right below its title (the first
+    """Make ``cell`` (an English cell of :func:`rope_lab.course.install_cell`) the install cell
+    of every notebook, in the notebook's language (a translation's folder, ``notebooks/zh_CN/``,
+    gets :func:`~rope_lab.course.translate_install_cell`), right below its title (the first
     screen is the title and what you will learn). An existing install cell (a code cell
     among the first three that checks for ``google.colab``) is replaced, keeping its id.
     Returns the notebooks changed."""
@@ -255,7 +257,10 @@ def place_install_cells(root: Path = ROOT, cell: str = COLAB_CELL) -> list[Path]
                       if c.cell_type == "markdown" and c.source.startswith("# ")), None)
         if title is None or old is None and "notebooks" not in path.relative_to(root).parts:
             continue  # not a course notebook, or a test fixture without an install cell
-        new = nbformat.v4.new_code_cell(cell)
+        language = next((edition.language for edition in EDITIONS[1:]
+                         if edition.folder in path.relative_to(root).parts), ENGLISH.language)
+        new = nbformat.v4.new_code_cell(
+            cell if language == ENGLISH.language else course.translate_install_cell(cell, language))
         if old is not None:
             new.id = old.id
         cells.insert(title + 1, new)
@@ -694,12 +699,14 @@ def index_page(order: list[Path], extra_pages: dict[str, str], *,
                edition: Edition = ENGLISH, pages: set[str] = frozenset()) -> str:
     """An edition's course map, in the current language: every notebook of NOTEBOOKS,
     linked to its page in ``order`` (the edition's notebooks), else to its English page
-    (not translated yet), else marked as not written. ``extra_pages`` maps site paths to
+    (not translated yet), else marked as not in this build. ``extra_pages`` maps site paths to
     (English) labels; ``pages`` (the book's site paths) gives the language switch."""
     here = edition.page("index.html")
     have = {path.name: path for path in order}
     # the words, looked up outside the f-strings (where the catalog's extractor sees them)
-    untranslated, unwritten = _("(in English: not translated yet)"), _("(not written yet)")
+    # A notebook of the map that is not in ``order`` was left out of this build (``python -m
+    # rope_lab.book --out DIR some.ipynb``); the file exists (a test checks the map's files).
+    untranslated, left_out = _("(in English: not translated yet)"), _("(not in this build)")
     rows = []
     for entry in NOTEBOOKS:
         title = html.escape(_(entry.title))
@@ -710,7 +717,7 @@ def index_page(order: list[Path], extra_pages: dict[str, str], *,
             title = (f'<a href="{_relative(english, here)}" hreflang="en">{title}</a> '
                      f"<em>{html.escape(untranslated)}</em>")
         else:
-            title += f" <em>{html.escape(unwritten)}</em>"
+            title += f" <em>{html.escape(left_out)}</em>"
         minutes = html.escape(_("{minutes} min").format(minutes=entry.minutes))
         rows.append(f"<tr><td>{entry.filename[:2]}</td><td>{title}</td>"
                     f"<td>{minutes}</td><td>{html.escape(_(entry.summary))}</td></tr>")
@@ -952,9 +959,9 @@ def main(argv=None) -> int:
     parser.add_argument("--ref", help="with --set-repository: the tag (or commit hash) that "
                                       "Colab and Binder open and the install cell installs")
     parser.add_argument("--install-cells", action="store_true",
-                        help="put rope_lab.course.COLAB_CELL below every notebook's title "
-                             "(replacing the install cell there) and the README's table in "
-                             "step with it, then stop")
+                        help="put rope_lab.course.COLAB_CELL (in Chinese in notebooks/zh_CN/) "
+                             "below every notebook's title (replacing the install cell there) "
+                             "and the README's table in step with it, then stop")
     args = parser.parse_args(argv)
     if args.badges:
         print(readme_badges())

@@ -2,7 +2,8 @@
 
 ``NOTEBOOKS`` is the single list of notebooks: notebook 00 draws its map from it, the README
 lists it, and a test checks that each file exists and opens with its title, then
-:data:`COLAB_CELL`.
+:data:`COLAB_CELL` (in a Chinese notebook the same code with its comment and message in
+Chinese: ``install_cell(REPOSITORY, REF, language="zh")``).
 
 :data:`REPOSITORY` and :data:`REF` are the one place that says where the course is published
 and which release of it Colab installs. The README's Colab and Binder badges, every
@@ -17,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from rope_lab.i18n import N_
 
 # Where the course is published, and the release its install cell installs: a tag (made on
 # the commit that records it) or a commit hash, never a branch, which moves. None until
@@ -125,12 +128,146 @@ def archive_url(repository: str, ref: str) -> str:
     return f"{repository}/archive/refs/tags/{ref}.zip"
 
 
-def install_cell(repository: str | None = None, ref: str | None = None) -> str:
+def install_cell(repository: str | None = None, ref: str | None = None, *,
+                 language: str = "en") -> str:
     """The install cell for a course published at ``repository`` (``https://github.com/OWNER/
-    NAME``) and pinned at ``ref``; with either None, the cell that installs nothing."""
+    NAME``) and pinned at ``ref``; with either None, the cell that installs nothing.
+
+    ``language`` ("en" or "zh") is the edition's: the Chinese cell runs the same code, with
+    its comment and its message to the reader from the package catalog
+    (:func:`translate_install_cell`).
+    """
+    from rope_lab.i18n import normalize_language
+
+    language = normalize_language(language)
     if repository is None or ref is None:
-        return _UNPUBLISHED_CELL
-    return _PINNED_CELL.format(source=archive_url(repository, ref))
+        cell = _UNPUBLISHED_CELL
+    else:
+        cell = _PINNED_CELL.format(source=archive_url(repository, ref))
+    return cell if language == "en" else translate_install_cell(cell, language)
+
+
+# The comment and the message of each English cell, word for word, then the short string
+# literals the reader may see: the package catalog's entries for them (a test checks they are
+# the cells' own words).
+INSTALL_CELL_TEXTS = {
+    _PINNED_CELL: (
+        N_("On Colab, install the course package (a pinned release); elsewhere this does "
+           "nothing."),
+        N_("Could not install rope_lab from {source}: {last}\nCheck the runtime's internet "
+           "access and that the address opens in a browser."),
+        N_("no message")),
+    _UNPUBLISHED_CELL: (
+        N_("On Colab this cell installs the course package; elsewhere it does nothing."),
+        N_("This copy of the course names no published repository, so it installs nothing. "
+           "Run the course on your machine (README: make lab), or open the notebook from the "
+           "Colab link of a published copy.")),
+}
+_LINE_LENGTH = 100  # ruff's, notebooks included
+_MESSAGE_START = "raise SystemExit("
+_SOURCE_LINE = re.compile(r'^    source = "([^"\n]*)"$', re.MULTILINE)
+
+
+def _template_of(cell: str) -> tuple[str, str | None] | None:
+    """(the English template, its archive address or None) of a cell :func:`install_cell`
+    makes in English; None for any other text."""
+    if cell == _UNPUBLISHED_CELL:
+        return _UNPUBLISHED_CELL, None
+    found = _SOURCE_LINE.search(cell)
+    if found and cell == _PINNED_CELL.format(source=found[1]):
+        return _PINNED_CELL, found[1]
+    return None
+
+
+def install_cell_language(cell: str) -> str | None:
+    """The language ("en", "zh") of ``cell`` if :func:`install_cell` makes it (for some
+    repository and ref), else None: how a tool recognises the install cell of either
+    edition."""
+    from rope_lab.i18n import LANGUAGES
+
+    found = _SOURCE_LINE.search(cell)
+    english = _PINNED_CELL.format(source=found[1]) if found else _UNPUBLISHED_CELL
+    return next((language for language in LANGUAGES
+                 if cell == (english if language == "en"
+                             else translate_install_cell(english, language))), None)
+
+
+def translate_install_cell(cell: str, language: str) -> str:
+    """The English install cell ``cell`` (as :func:`install_cell` makes it) in ``language``:
+    the same code; its comment and its message to the reader translated by the package
+    catalog (English where it has none). The cell runs before rope_lab is installed, so
+    the translation is written into it, not looked up when it runs."""
+    from rope_lab.i18n import _, normalize_language, using_language
+
+    language = normalize_language(language)
+    found = _template_of(cell)
+    if found is None:
+        raise ValueError("translate_install_cell: cell is not an install cell that "
+                         "rope_lab.course.install_cell makes; expected one of its English "
+                         "cells")
+    english = INSTALL_CELL_TEXTS[found[0]]
+    with using_language(language):
+        comment, message, *words = (_(text) for text in english)
+    if _fields(message) != _fields(english[1]):
+        raise ValueError(f"translate_install_cell: the {language} message {message!r} has the "
+                         f"fields {sorted(_fields(message))}; expected those of the English, "
+                         f"{sorted(_fields(english[1]))}")
+    for word, translated in zip(english[2:], words, strict=True):
+        cell = cell.replace(f'"{word}"', f'"{_escaped(translated)}"')
+    lines = cell.split("\n")
+    start = next(i for i, line in enumerate(lines) if _MESSAGE_START in line)
+    lead = lines[start][:lines[start].index(_MESSAGE_START) + len(_MESSAGE_START)]
+    comments = ["# " + part.rstrip() for part in _wrap(comment, _LINE_LENGTH - 2)]
+    return "\n".join([*comments, *lines[1:start],
+                      lead + _literal(message, len(lead)) + ")"])
+
+
+def _fields(message: str) -> set[str]:
+    return set(re.findall(r"\{(\w+)\}", message))
+
+
+def _width(text: str) -> int:
+    """Columns in a monospace font: a CJK character takes two."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+# Where a line may break: after a space or a CJK character, never inside a {field} or a word
+# of Latin letters, never before a closing mark (，。) or after an opening one (（).
+_CJK = "\u2e80-\uffef"
+_CJK_BREAKS = "，。、；：！？）”’》」"
+_PIECES = re.compile(rf"[（“‘《「]*(?:\{{\w+\}}|[^\s{{}}{_CJK}]+|[{_CJK}]|.)"
+                     rf"[{_CJK_BREAKS}]*\s*", re.DOTALL)
+
+
+def _wrap(text: str, width: int, measure=_width) -> list[str]:
+    """``text`` in lines of at most ``width`` columns (as ``measure`` counts them; trailing
+    spaces not counted, but kept), broken after a CJK punctuation mark where the line has
+    one, else after a space, else between two CJK characters."""
+    lines, line = [], []
+    for piece in _PIECES.findall(text):
+        if line and measure("".join(line + [piece]).rstrip()) > width:
+            marks = [i for i, part in enumerate(line, 1) if part[-1] in _CJK_BREAKS]
+            spaces = [i for i, part in enumerate(line, 1) if part[-1].isspace()]
+            cut = (marks or spaces or [len(line)])[-1]
+            lines.append("".join(line[:cut]))
+            line = line[cut:]
+        line.append(piece)
+    return [*lines, "".join(line)]
+
+
+def _escaped(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _literal(message: str, column: int) -> str:
+    """``message`` as Python string literals, one per line from ``column`` on (an f-string
+    where it shows a {field} of the cell)."""
+    # each line holds its quotes, maybe an f and, on the last, the closing parenthesis
+    parts = _wrap(message, _LINE_LENGTH - column - 4, lambda part: _width(_escaped(part)))
+    return ("\n" + " " * column).join(("f" if _fields(part) else "") + f'"{_escaped(part)}"'
+                                      for part in parts)
 
 
 COLAB_CELL = install_cell(REPOSITORY, REF)

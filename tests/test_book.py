@@ -60,13 +60,22 @@ def test_runtime_requirements_accept_colab_torch_and_ipywidgets_7():
     assert requirements["torch"].contains("2.1.0")
 
 
-@pytest.mark.parametrize("path", course_files() + course_files("notebooks/solutions"),
+@pytest.mark.parametrize("path", [*course_files(), *course_files("notebooks/solutions"),
+                                  *course_files("notebooks/zh_CN"),
+                                  *course_files("notebooks/zh_CN/solutions")],
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_notebook_has_the_colab_install_cell_below_its_title(path):
     title, install = nbformat.read(path, as_version=4).cells[:2]
     assert title.cell_type == "markdown" and title.source.startswith("# ")
-    assert install.cell_type == "code" and install.source == COLAB_CELL, (
-        f"{path.name}: the cell below the title must be exactly rope_lab.course.COLAB_CELL")
+    if "zh_CN" in path.parts:  # the Chinese edition's: the same code, in Chinese
+        expected = book.course.install_cell(REPOSITORY, REF, language="zh")
+        assert expected != COLAB_CELL
+    else:
+        expected = COLAB_CELL
+    assert install.cell_type == "code" and install.source == expected, (
+        f"{path.name}: the cell below the title must be exactly rope_lab.course.COLAB_CELL "
+        "(in a Chinese notebook, in Chinese: install_cell(..., language=\"zh\"))")
+    assert book.is_install_cell(install)
 
 
 def test_readme_colab_badges_match_the_notebooks():
@@ -296,6 +305,22 @@ def test_the_chinese_index_links_its_pages_and_the_english_ones_not_translated(t
     assert '<a href="teaching.html">教学指南</a>' in index
     assert '<a href="../claims.html">原博文的论断（英文）</a>' in index
     assert "分钟</td>" in index and " min</td>" not in index
+
+
+def test_an_index_of_a_partial_build_says_a_notebook_is_not_in_it():
+    """`python -m rope_lab.book --out DIR 03_x.ipynb`: the other notebooks exist, they are
+    just not in this build (not "not written yet")."""
+    from rope_lab import i18n
+
+    english = book.index_page([ROOT / "notebooks" / "03_rope_in_2d.ipynb"], {})
+    with i18n.using_language("zh"):
+        chinese = book.index_page([ZH / "03_rope_in_2d.ipynb"], {}, edition=book.EDITIONS[1])
+    others = len(NOTEBOOKS) - 1
+    assert english.count("<em>(not in this build)</em>") == others
+    assert chinese.count("<em>（本次未构建）</em>") == others
+    for page in (english, chinese):
+        assert "not written" not in page and "尚未写成" not in page
+        assert page.count('<a href="03_rope_in_2d.html">') == 1
 
 
 def test_chinese_pages_open_the_chinese_notebooks_online(monkeypatch):

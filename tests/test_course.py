@@ -1,7 +1,8 @@
 """Course conventions, checked on every notebook that exists (later ones included).
 
 - every notebook, solutions too, starts with its title, then exactly ``course.COLAB_CELL``
-  (short: the first screen is the title and what you will learn), then the setup cell;
+  (short: the first screen is the title and what you will learn), then the setup cell; a
+  Chinese notebook's install cell is the same code with its comment and message in Chinese;
 - the install cell installs a pinned release of the published course, or nothing at all
   while the course names no published repository, and the README says the same;
 - every main notebook is listed in ``course.NOTEBOOKS`` and states the same minutes;
@@ -9,8 +10,10 @@
   solutions notebook that asserts each checker.
 """
 
+import ast
 import json
 import re
+import unicodedata
 from pathlib import Path
 
 import nbformat
@@ -53,6 +56,13 @@ def checkers(source: str) -> set[str]:
     return set(re.findall(r"exercises\.(check_\w+)\(", source))
 
 
+ZH_DIR = NOTEBOOK_DIR / "zh_CN"
+
+
+def chinese_notebooks() -> list[Path]:
+    return course.notebook_files(ZH_DIR) + course.notebook_files(ZH_DIR / "solutions")
+
+
 @pytest.mark.parametrize("path", main_notebooks() + solution_notebooks(), ids=_ids)
 def test_starts_with_the_title_then_the_install_cell_and_setup(path):
     first, second, third = cells(path)[:3]
@@ -61,6 +71,16 @@ def test_starts_with_the_title_then_the_install_cell_and_setup(path):
         f"{path.name}: the cell below the title must be exactly rope_lab.course.COLAB_CELL "
         "(python -m rope_lab.book --install-cells puts it there)")
     assert third["type"] == "code" and "rl.setup_notebook(seed=" in third["source"]
+
+
+@pytest.mark.parametrize("path", chinese_notebooks(), ids=_ids)
+def test_a_chinese_notebook_has_the_chinese_install_cell(path):
+    first, second = cells(path)[:2]
+    assert first["type"] == "markdown" and first["source"].startswith("# ")
+    expected = course.install_cell(course.REPOSITORY, course.REF, language="zh")
+    assert second["type"] == "code" and second["source"] == expected, (
+        f"{_ids(path)}: the cell below the title must be course.install_cell(REPOSITORY, REF, "
+        'language="zh") (python -m rope_lab.i18n build puts it there)')
 
 
 @pytest.mark.parametrize("path", main_notebooks(), ids=_ids)
@@ -155,11 +175,102 @@ def test_a_ref_that_does_not_pin_a_release_is_refused(ref):
         course.check_ref(ref)
 
 
+@pytest.mark.parametrize("language", ["en", "zh"])
 @pytest.mark.parametrize("published", [False, True])
-def test_the_install_cell_is_short(published):
-    cell = course.install_cell(*PUBLISHED) if published else course.install_cell(None, None)
+def test_the_install_cell_is_short(published, language):
+    where = PUBLISHED if published else (None, None)
+    cell = course.install_cell(*where, language=language)
     assert len(cell.splitlines()) <= 13
-    assert max(len(line) for line in cell.splitlines()) <= 100
+    # in columns: a CJK character takes two
+    assert max(sum(1 + (unicodedata.east_asian_width(c) in "WF") for c in line)
+               for line in cell.splitlines()) <= 100
+
+
+def _han(text: str) -> int:
+    return len(re.findall(r"[\u4e00-\u9fff]", text))
+
+
+def _code_of_install_cell(cell: str) -> str:
+    """The cell's code with its message to the reader (SystemExit's argument, and the
+    placeholder for an empty pip error) masked, the f-string fields it shows kept; comments
+    are not in the tree."""
+    tree = ast.parse(cell)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "SystemExit":
+            fields = sorted(ast.unparse(value.value) for value in ast.walk(node)
+                            if isinstance(value, ast.FormattedValue))
+            node.args = [ast.Constant(f"<message showing {fields}>")]
+        if isinstance(node, ast.BoolOp) and isinstance(node.values[-1], ast.List):
+            node.values[-1].elts = [ast.Constant("<placeholder>")]
+    return ast.dump(tree)
+
+
+@pytest.mark.parametrize("where", [(None, None), PUBLISHED, (PUBLISHED[0], COMMIT)],
+                         ids=["unpublished", "tag", "commit"])
+def test_the_chinese_install_cell_is_the_english_code_in_chinese(where):
+    english = course.install_cell(*where)
+    chinese = course.install_cell(*where, language="zh")
+    assert _code_of_install_cell(chinese) == _code_of_install_cell(english)
+    assert _code_of_install_cell(english) != _code_of_install_cell(
+        english.replace('"-q"', '"-qq"').replace("import sys", "import os, sys"))
+    # the comment and the message are Chinese, and nothing of their English is left
+    comment = chinese.split("\nimport", 1)[0]
+    message = chinese[chinese.index("raise SystemExit("):]
+    assert _han(comment) >= 20 and _han(message) >= 30
+    for text in course.INSTALL_CELL_TEXTS[course._template_of(english)[0]]:
+        assert text[:12] not in chinese  # "On Colab, in", "Could not in", "no message" …
+    assert course.install_cell_language(chinese) == "zh"
+    assert course.install_cell_language(english) == "en"
+    assert course.install_cell_language(chinese.replace("。", ".", 1)) is None
+    assert course.install_cell_language(english.replace("sys", "os")) is None
+
+
+def test_the_catalog_words_are_the_english_cells_own():
+    """INSTALL_CELL_TEXTS (the catalog's entries) are read off the English cells' comment,
+    SystemExit message and placeholder, so neither can change without the other."""
+    for where in [(None, None), PUBLISHED]:
+        cell = course.install_cell(*where)
+        texts = course.INSTALL_CELL_TEXTS[course._template_of(cell)[0]]
+        tree = ast.parse(cell)
+        (stop,) = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+                   and getattr(node.func, "id", None) == "SystemExit"]
+        message = "".join(part.value if isinstance(part, ast.Constant)
+                          else "{" + ast.unparse(part.value) + "}"
+                          for part in (stop.args[0].values
+                                       if isinstance(stop.args[0], ast.JoinedStr)
+                                       else [stop.args[0]]))
+        placeholders = [node.values[-1].elts[0].value for node in ast.walk(tree)
+                        if isinstance(node, ast.BoolOp) and isinstance(node.values[-1], ast.List)]
+        assert [cell.splitlines()[0], message, *placeholders] == [f"# {texts[0]}", *texts[1:]]
+
+
+def test_the_chinese_cell_says_what_to_do_on_colab_and_nothing_elsewhere(monkeypatch):
+    cell = course.install_cell(None, None, language="zh")
+    assert run_cell(cell, colab=False, monkeypatch=monkeypatch) == []
+    with pytest.raises(SystemExit) as stop:
+        run_cell(cell, colab=True, monkeypatch=monkeypatch)
+    assert str(stop.value) == (
+        "这份课程副本没有指定已发布的仓库，所以不会安装任何东西。请在自己的电脑上运行课程"
+        "（见 README：make lab），或者从已发布副本的 Colab 链接打开这个笔记本。")
+    (command,) = run_cell(course.install_cell(*PUBLISHED, language="zh"), colab=True,
+                          monkeypatch=monkeypatch)
+    assert command[-1] == f"rope_lab[models] @ {course.archive_url(*PUBLISHED)}"
+
+
+def test_a_translation_that_loses_a_field_or_a_cell_that_is_not_an_install_cell_is_refused(
+        monkeypatch):
+    from rope_lab import i18n
+
+    with pytest.raises(ValueError, match="not an install cell"):
+        course.translate_install_cell("print('hello')", "zh")
+    with pytest.raises(ValueError, match="language must be one of"):
+        course.install_cell(None, None, language="fr")
+    real = i18n.gettext
+    monkeypatch.setattr(i18n, "gettext", lambda message: real(message).replace("{last}", ""))
+    monkeypatch.setattr(i18n, "_", i18n.gettext)
+    with pytest.raises(ValueError, match=r"has the fields \['source'\]; expected those of the "
+                                         r"English, \['last', 'source'\]"):
+        course.install_cell(*PUBLISHED, language="zh")
 
 
 def test_the_readme_block_and_the_links_follow_the_setting():
@@ -214,10 +325,17 @@ def test_set_repository_pins_every_link_and_install_cell(tmp_path):
                             "notebooks/") == len(course.NOTEBOOKS)
         assert f"mybinder.org/v2/gh/teacher/rope-course/{ref}?" in readme
         assert book.UNPUBLISHED_NOTE not in readme
+        chinese = course.install_cell(PUBLISHED[0], ref, language="zh")
+        assert chinese != cell and course.archive_url(PUBLISHED[0], ref) in chinese
+        seen = {"en": 0, "zh": 0}
         for path in book.install_cell_notebooks(root):
             first, second = nbformat.read(path, as_version=4).cells[:2]
             if "google.colab" in (first.source + second.source):
-                assert first.cell_type == "markdown" and second.source == cell, path.name
+                language = "zh" if "zh_CN" in path.relative_to(root).parts else "en"
+                assert first.cell_type == "markdown", path.name
+                assert second.source == {"en": cell, "zh": chinese}[language], path.name
+                seen[language] += 1
+        assert seen["zh"] == len(chinese_notebooks()) and seen["en"] > seen["zh"]
 
 
 def test_set_repository_refuses_a_branch_or_a_bad_address(tmp_path):

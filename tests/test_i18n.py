@@ -529,6 +529,34 @@ def test_code_drift_is_caught():
     missing_cell = copy.deepcopy(chinese)
     del missing_cell["cells"][3]
     assert "the cells differ" in text.code_drift(english, missing_cell, language="zh")[0]
+    # the install cell is the English one in Chinese: the English cell, or one whose code
+    # drifted, is caught
+    assert "这个单元格会安装课程的 Python 包" in "".join(chinese["cells"][1]["source"])
+    left_english = copy.deepcopy(chinese)
+    left_english["cells"][1]["source"] = english["cells"][1]["source"]
+    for drifted in (left_english, edited("import sys", "import os, sys"),
+                    edited("在其他环境中什么也不做", "在其他环境中不做任何事")):
+        (problem,) = text.code_drift(english, drifted, language="zh")
+        assert "the install cell is not the English one in 'zh'" in problem
+
+
+def test_the_build_writes_the_chinese_install_cell_and_keeps_it_out_of_the_catalogs():
+    from rope_lab import course
+
+    english = _load(ROOT / "notebooks" / "solutions" / "03_rope_in_2d_solutions.ipynb")
+    built = text.translate_notebook(english, lambda message: None, language="zh")
+    expected = course.install_cell(course.REPOSITORY, course.REF, language="zh")
+    assert "".join(built["cells"][1]["source"]) == expected
+    assert built["cells"][1]["id"] == english["cells"][1]["id"]
+    assert not any("installs the course package" in m.msgid or "Could not install" in m.msgid
+                   for m in text.notebook_messages(english))
+    # either edition's cell is the install cell, published or not; a changed one is not
+    for language in ("en", "zh"):
+        for where in [(None, None), ("https://github.com/teacher/course", "v1.0")]:
+            cell = {"cell_type": "code", "source": course.install_cell(*where, language=language)}
+            assert text._is_install_cell(1, cell)
+            cell["source"] = cell["source"].replace("sys.modules", "sys.path")
+            assert not text._is_install_cell(1, cell)
 
 
 @pytest.mark.parametrize("msgid, msgstr, options, expected", [

@@ -134,28 +134,40 @@ def test_pinned_sets_have_wheels_on_every_platform(pypi, tmp_path, platform):
 # the cell of a published course (the committed one installs nothing until then)
 PINNED = ("https://github.com/teacher/course", "v1.0")
 PINNED_CELL = install_cell(*PINNED)
+# the Chinese edition's: the same code, its comment and message in Chinese
+PINNED_CELL_ZH = install_cell(*PINNED, language="zh")
 
 
-def run_colab_cell(source_url: str, monkeypatch) -> None:
+def run_colab_cell(source_url: str, monkeypatch, pinned: str = PINNED_CELL) -> None:
     """Run the install cell as Colab would (google.colab imported), installing from a URL."""
-    cell = PINNED_CELL.replace(archive_url(*PINNED), source_url)
-    assert cell != PINNED_CELL
+    cell = pinned.replace(archive_url(*PINNED), source_url)
+    assert cell != pinned
     monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
     exec(compile(cell, "colab_cell", "exec"), {})
 
 
-def test_colab_cell_never_prompts_and_fails_with_one_clear_message(monkeypatch, tmp_path):
+@pytest.mark.parametrize(("pinned", "start", "advice"), [
+    (PINNED_CELL, "Could not install rope_lab from {missing}: ",
+     ("internet access", "opens in a browser")),
+    (PINNED_CELL_ZH, "无法从 {missing} 安装 rope_lab：",
+     ("请检查运行时能否访问互联网", "能否在浏览器中打开"))], ids=["en", "zh"])
+def test_colab_cell_never_prompts_and_fails_with_one_clear_message(monkeypatch, tmp_path,
+                                                                   pinned, start, advice):
     missing = (tmp_path / "no-such-archive.zip").as_uri()
     with pytest.raises(SystemExit) as stop:
-        run_colab_cell(missing, monkeypatch)
+        run_colab_cell(missing, monkeypatch, pinned)
     message = str(stop.value)
-    assert message.startswith(f"Could not install rope_lab from {missing}: ")
-    assert "internet access" in message and "opens in a browser" in message
-    assert "--no-input" in PINNED_CELL and "stdin=subprocess.DEVNULL" in PINNED_CELL
-    assert "git+" not in PINNED_CELL  # a zip over HTTPS: no git, no credential prompt
+    assert message.startswith(start.format(missing=missing))
+    first_line, second_line = message.split("\n")
+    assert len(first_line) > len(start.format(missing=missing))  # pip's own last line
+    assert all(words in second_line for words in advice)
+    assert "--no-input" in pinned and "stdin=subprocess.DEVNULL" in pinned
+    assert "git+" not in pinned  # a zip over HTTPS: no git, no credential prompt
 
 
-@pytest.mark.parametrize("cell", [COLAB_CELL, PINNED_CELL], ids=["committed", "pinned"])
+@pytest.mark.parametrize("cell", [COLAB_CELL, PINNED_CELL, install_cell(language="zh"),
+                                  PINNED_CELL_ZH],
+                         ids=["committed", "pinned", "committed-zh", "pinned-zh"])
 def test_colab_cell_does_nothing_outside_colab(monkeypatch, cell):
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     exec(compile(cell, "colab_cell", "exec"), {})

@@ -960,12 +960,14 @@ def _source(cell: dict) -> str:
 def _is_install_cell(index: int, cell: dict) -> bool:
     """The cell below every notebook's title installs rope_lab on Colab (course.COLAB_CELL).
 
-    It stays English and byte-identical in every edition: `make set-repository` rewrites it
-    in every notebook under notebooks/ and a test compares it with COLAB_CELL.
+    It is kept out of the catalogs: the build writes the edition's own install cell
+    (:func:`rope_lab.course.translate_install_cell`, its words from the package catalog), which
+    `make set-repository` rewrites in every notebook under notebooks/.
     """
-    from rope_lab.course import COLAB_CELL
+    from rope_lab.course import install_cell_language
 
-    return index <= 2 and cell["cell_type"] == "code" and _source(cell) == COLAB_CELL
+    return (index <= 2 and cell["cell_type"] == "code"
+            and install_cell_language(_source(cell)) is not None)
 
 
 def _cell_slots(notebook: dict, resolver: SignatureResolver | None = None) -> list[
@@ -1045,13 +1047,17 @@ def translate_notebook(notebook: dict, translate: Callable[[Message], str | None
     """The notebook in another language: every message through ``translate`` (None: keep
     the English), ``setup_notebook(...)`` told the language, and every link through
     ``link`` (see :func:`relink`). Cell ids, metadata and code are kept."""
+    from rope_lab.course import translate_install_cell
+
     result = copy.deepcopy(notebook)
     slots_by_cell = dict(_cell_slots(notebook))
     for index, cell in enumerate(result["cells"]):
         source = _source(cell)
         if index in slots_by_cell:
             source = _apply(source, slots_by_cell[index], translate)
-        if cell["cell_type"] == "code" and not _is_install_cell(index, cell):
+        if _is_install_cell(index, cell):
+            source = translate_install_cell(source, language)
+        elif cell["cell_type"] == "code":
             source = _add_language(source, language)
         if cell["cell_type"] == "markdown" and link is not None:
             source = relink(source, link)
@@ -1115,8 +1121,11 @@ def code_signature(source: str, resolver: SignatureResolver) -> str:
 def code_drift(english: dict, translated: dict, *, language: str) -> list[str]:
     """How the translated notebook's code differs from its English twin (empty: it does
     not): cells, ids and types must match; every code cell must compile, fit the line length
-    and have the English :func:`code_signature`; the install cell is byte-identical; and
+    and have the English :func:`code_signature`; the install cell is the English one as
+    :func:`rope_lab.course.translate_install_cell` translates it; and
     ``setup_notebook`` is told ``language``."""
+    from rope_lab.course import translate_install_cell
+
     problems = []
     shape = [(c["cell_type"], c.get("id")) for c in english["cells"]]
     if shape != [(c["cell_type"], c.get("id")) for c in translated["cells"]]:
@@ -1130,8 +1139,9 @@ def code_drift(english: dict, translated: dict, *, language: str) -> list[str]:
         where = f"cell {a.get('id', index)}"
         source = _source(b)
         if _is_install_cell(index, a):
-            if source != _source(a):
-                problems.append(f"{where}: the install cell differs from the English one")
+            if source != translate_install_cell(_source(a), language):
+                problems.append(f"{where}: the install cell is not the English one in "
+                                f"{language!r} (rope_lab.course.translate_install_cell)")
             continue
         try:
             tree = ast.parse(source)
