@@ -102,9 +102,9 @@ ENGLISH = EDITIONS[0]
 
 def edition_of(notebook: Path) -> Edition:
     """The edition a notebook belongs to: a translation's when it sits in that edition's
-    folder (``notebooks/zh_CN/``), else English."""
+    folder (``notebooks/zh_CN/``, its ``solutions/`` too), else English."""
     return next((edition for edition in EDITIONS[1:]
-                 if notebook.parent.name == edition.folder), ENGLISH)
+                 if edition.folder in notebook.parent.parts), ENGLISH)
 
 
 def page_edition(page: str) -> Edition:

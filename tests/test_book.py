@@ -411,6 +411,10 @@ def test_make_book_publishes_every_edition_from_the_notebook_files():
     assert published[:len(english)] == english and set(published) == set(english + chinese)
     assert all(book.page_name(p) == f"zh_CN/{p.stem}.html" for p in chinese)
     assert all(book.edition_of(p) == book.ENGLISH for p in english)
+    assert {book.edition_of(p) for p in notebook_files(ZH, recursive=True)} == {
+        book.EDITIONS[1]}  # the Chinese solutions too
+    assert {book.edition_of(p) for p in notebook_files(ZH.parent / "solutions")} == {
+        book.ENGLISH}
 
 
 # --- offline: MathJax and the Chinese web font ----------------------------------------------
