@@ -27,6 +27,9 @@ def _notebook(path: Path, cells: dict[str, str]) -> None:
 def test_a_cell_broken_by_a_later_one_fails_its_re_run(tmp_path):
     pytest.importorskip("nbval")
     shutil.copy(ROOT / "conftest.py", tmp_path / "conftest.py")
+    # its own root: nox puts tmp_path inside the repository (.nox/*/tmp), where pytest would
+    # otherwise take the repository's conftest.py and settings as well
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
     # notebook 11's bug: a later cell assigns a dict to the name of a module an earlier cell uses
     _notebook(tmp_path / "shadowed.ipynb", {"imports": "import math",
                                             "use-module": "radius = math.pi",
@@ -39,7 +42,7 @@ def test_a_cell_broken_by_a_later_one_fails_its_re_run(tmp_path):
          "--nbval-current-env", "-rA", "shadowed.ipynb", "clean.ipynb"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300)
     out = result.stdout
-    assert result.returncode == 1, out[-3000:]
+    assert result.returncode == 1, out[-3000:] + result.stderr[-3000:]
     # the failure names the notebook, the cell id and the error
     assert ("FAILED shadowed.ipynb::Cell 1 re-run after Run All (cell id use-module)" in out), out
     assert "AttributeError" in out and "'dict' object has no attribute 'pi'" in out

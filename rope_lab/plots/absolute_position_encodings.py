@@ -52,8 +52,9 @@ def encoding_sizes(length: int = 64, dim: int = 16, *, embedding_rms: float = 1.
     ax.set(title=_("How big is PE(p) next to the token? (dim = {dim})").format(dim=dim),
            xlabel=_("position p"), ylabel=_("RMS of the vector"))
     # Under the axes: the five lines leave no corner free (the binary code's steps ran
-    # under a legend at the lower right).
-    figure.legend(loc="outside lower center", ncols=3)
+    # under a legend at the lower right). Two columns: in three, the long reference label
+    # reached past the canvas with matplotlib 3.7's text metrics.
+    figure.legend(loc="outside lower center", ncols=2)
     return figure
 
 
