@@ -8,6 +8,7 @@ terms kept in English)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import warnings
 
@@ -183,16 +184,28 @@ PHI_2 = ("'phi-2 config.json': model_type='phi', 32 layers\n\n[all layers]\n"
          "  critical dim     22 (11 of 16 pairs of the unscaled θ_i turn fully within the "
          "trained 2048 positions)\n  context          2048 positions")
 TYPO = {**CONFIG, "rope_scalling": {"rope_type": "linear", "factor": 2.0}}
+def _transformers_major() -> int:
+    """The installed transformers' major version (0: not installed)."""
+    try:
+        return int(importlib.metadata.version("transformers").split(".")[0])
+    except importlib.metadata.PackageNotFoundError:
+        return 0
+
+
 WARNINGS = [  # (config, what config_warnings or schema_warnings says in English)
     (TYPO, "'rope_scalling' looks like a misspelling of 'rope_scaling': transformers ignores it"),
     (report.load_fixture("qwen3_8b_yarn"),
      "rope_scaling: factor=4 but max_position_embeddings / original_max_position_embeddings = "
      "40960 / 32768 = 1.25; transformers warns and uses the explicit factor, so does this "
      "result"),
-    ({**CONFIG, "partial_rotary_factor": 0.5},
-     "llama: partial_rotary_factor=0.5 is not read by its rotary embedding for plain RoPE "
-     "(transformers rotates all 16 features of the head); a scaling rope_type would read it"),
 ]
+# transformers 4 applies partial_rotary_factor to every model's plain RoPE (no note then);
+# 5 lets each model's rotary class decide, and Llama's ignores it
+if not 0 < _transformers_major() < 5:
+    WARNINGS.append((
+        {**CONFIG, "partial_rotary_factor": 0.5},
+        "llama: partial_rotary_factor=0.5 is not read by its rotary embedding for plain RoPE "
+        "(transformers rotates all 16 features of the head); a scaling rope_type would read it"))
 
 
 def _warnings(config) -> list[str]:
