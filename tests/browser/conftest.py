@@ -232,6 +232,40 @@ def executed_site(tmp_path_factory) -> Path:
     return out
 
 
+@contextlib.contextmanager
+def offline_page(chromium: str, playwright_driver, *, refused: list | None = None,
+                 cdp: bool = False):
+    """A headless Chromium page at 1280 x 800 whose every http(s) request is refused (the
+    book must work offline), with ``page.console_errors`` collecting console errors and
+    uncaught exceptions. ``refused`` collects the refused URLs; with ``cdp``, ``page.cdp``
+    is a DevTools session with DOM and CSS enabled (for :func:`platform_fonts`)."""
+    browser = playwright_driver.chromium.launch(executable_path=chromium, headless=True,
+                                                args=CHROMIUM_FLAGS)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+
+    def refuse(route):
+        if refused is not None:
+            refused.append(route.request.url)
+        route.abort("internetdisconnected")
+
+    context.route("http://**/*", refuse)
+    context.route("https://**/*", refuse)
+    page = context.new_page()
+    page.console_errors = []
+    page.on("console", lambda message: page.console_errors.append(message.text)
+            if message.type == "error" else None)
+    page.on("pageerror", lambda error: page.console_errors.append(f"uncaught: {error}"))
+    if cdp:
+        page.cdp = context.new_cdp_session(page)
+        page.cdp.send("DOM.enable")
+        page.cdp.send("CSS.enable")
+    try:
+        yield page
+    finally:
+        context.close()
+        browser.close()
+
+
 @pytest.fixture(scope="session")
 def playwright_driver(chromium):
     """Playwright, once for the session: its sync API cannot start a second time while one

@@ -50,17 +50,8 @@ MEASURE = """img => ({
 
 @pytest.fixture(scope="module")
 def offline_page(chromium, playwright_driver, executed_site):
-    browser = playwright_driver.chromium.launch(executable_path=chromium, headless=True,
-                                                args=setup.CHROMIUM_FLAGS)
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.route("http://**/*", lambda route: route.abort("internetdisconnected"))
-    context.route("https://**/*", lambda route: route.abort("internetdisconnected"))
-    page = context.new_page()
-    try:
+    with setup.offline_page(chromium, playwright_driver) as page:
         yield page
-    finally:
-        context.close()
-        browser.close()
 
 
 @pytest.fixture(scope="module")

@@ -36,31 +36,10 @@ def site(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def offline_page(chromium, playwright_driver, site):
     """A Chromium page whose every http(s) request is refused and recorded."""
-    browser = playwright_driver.chromium.launch(executable_path=chromium, headless=True,
-                                                args=setup.CHROMIUM_FLAGS)
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
     refused: list[str] = []
-
-    def refuse(route):
-        refused.append(route.request.url)
-        route.abort("internetdisconnected")
-
-    context.route("http://**/*", refuse)
-    context.route("https://**/*", refuse)
-    page = context.new_page()
-    page.refused = refused
-    page.console_errors = []
-    page.on("console", lambda message: page.console_errors.append(message.text)
-            if message.type == "error" else None)
-    page.on("pageerror", lambda error: page.console_errors.append(f"uncaught: {error}"))
-    page.cdp = context.new_cdp_session(page)
-    page.cdp.send("DOM.enable")
-    page.cdp.send("CSS.enable")
-    try:
+    with setup.offline_page(chromium, playwright_driver, refused=refused, cdp=True) as page:
+        page.refused = refused
         yield page
-    finally:
-        context.close()
-        browser.close()
 
 
 def _open(page, path: Path) -> None:

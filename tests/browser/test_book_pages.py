@@ -52,21 +52,8 @@ CODE_FONT = """() => getComputedStyle(document.querySelector('.jp-InputArea pre,
 
 @pytest.fixture(scope="module")
 def page(chromium, playwright_driver, executed_site):
-    browser = playwright_driver.chromium.launch(executable_path=chromium, headless=True,
-                                                args=setup.CHROMIUM_FLAGS)
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.route("http://**/*", lambda route: route.abort("internetdisconnected"))
-    context.route("https://**/*", lambda route: route.abort("internetdisconnected"))
-    page = context.new_page()
-    page.console_errors = []
-    page.on("console", lambda message: page.console_errors.append(message.text)
-            if message.type == "error" else None)
-    page.on("pageerror", lambda error: page.console_errors.append(f"uncaught: {error}"))
-    try:
+    with setup.offline_page(chromium, playwright_driver) as page:
         yield page
-    finally:
-        context.close()
-        browser.close()
 
 
 def _open(page, path: Path) -> None:
