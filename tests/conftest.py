@@ -14,3 +14,25 @@ def device(request):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+# The language a test reads the package in (tests/test_i18n*.py)
+
+@pytest.fixture
+def chinese(monkeypatch):
+    """The Chinese edition for one test, English again after it."""
+    from rope_lab import i18n
+
+    monkeypatch.delenv(i18n.ENVIRONMENT_VARIABLE, raising=False)
+    i18n.set_language("zh")
+    yield
+    i18n._chosen = None
+
+
+@pytest.fixture
+def english(monkeypatch):
+    """The English edition for one test, whatever ROPE_LAB_LANG says."""
+    from rope_lab import i18n
+
+    monkeypatch.delenv(i18n.ENVIRONMENT_VARIABLE, raising=False)
+    i18n._chosen = None

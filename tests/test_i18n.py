@@ -856,15 +856,6 @@ def test_init_names_what_it_expected(capsys):
 
 # --- everything a learner reads, in the chosen language (issue 31, item 3) ---------------------
 
-@pytest.fixture
-def chinese(monkeypatch):
-    """The Chinese edition for one test, English again after it."""
-    monkeypatch.delenv(i18n.ENVIRONMENT_VARIABLE, raising=False)
-    i18n.set_language("zh")
-    yield
-    i18n._chosen = None
-
-
 def _grade(grader, answer, capsys):
     from rope_lab.exercises import grading
 

@@ -12,11 +12,10 @@ import importlib.metadata
 import re
 import warnings
 
-import pytest
 import torch
 
 import rope_lab as rl
-from rope_lab import about, claims, course, hf, i18n
+from rope_lab import about, claims, course, hf
 from rope_lab.experiments import position_schemes as ps
 from rope_lab.hf import report
 
@@ -37,20 +36,6 @@ def english_words(text: str, names=()) -> list[str]:
     text = re.sub(r"\S*[_\d=]\S*", " ", text)
     allowed = NAMES | set(names)
     return [word for word in re.findall(r"[A-Za-z]{2,}", text) if word not in allowed]
-
-
-@pytest.fixture
-def chinese(monkeypatch):
-    monkeypatch.delenv(i18n.ENVIRONMENT_VARIABLE, raising=False)
-    i18n.set_language("zh")
-    yield
-    i18n._chosen = None
-
-
-@pytest.fixture
-def english(monkeypatch):
-    monkeypatch.delenv(i18n.ENVIRONMENT_VARIABLE, raising=False)
-    i18n._chosen = None
 
 
 def test_the_helper_finds_english_and_spares_names():
