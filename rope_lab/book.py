@@ -696,11 +696,14 @@ def render_markdown_page(markdown: str, title: str, pages: set[str],
 
 
 def index_page(order: list[Path], extra_pages: dict[str, str], *,
-               edition: Edition = ENGLISH, pages: set[str] = frozenset()) -> str:
+               edition: Edition = ENGLISH, pages: set[str] = frozenset(),
+               translated: frozenset[str] = frozenset()) -> str:
     """An edition's course map, in the current language: every notebook of NOTEBOOKS,
     linked to its page in ``order`` (the edition's notebooks), else to its English page
-    (not translated yet), else marked as not in this build. ``extra_pages`` maps site paths to
-    (English) labels; ``pages`` (the book's site paths) gives the language switch."""
+    (not translated yet), else marked as not in this build. ``translated`` names the
+    notebooks that do have a twin in the edition (files, not pages): one left out of a
+    partial build is "not in this build", not "not translated". ``extra_pages`` maps site
+    paths to (English) labels; ``pages`` (the book's site paths) gives the language switch."""
     here = edition.page("index.html")
     have = {path.name: path for path in order}
     # the words, looked up outside the f-strings (where the catalog's extractor sees them)
@@ -713,7 +716,7 @@ def index_page(order: list[Path], extra_pages: dict[str, str], *,
         english = page_name(Path(entry.filename))
         if entry.filename in have:
             title = f'<a href="{_relative(page_name(have[entry.filename]), here)}">{title}</a>'
-        elif edition != ENGLISH and english in pages:
+        elif edition != ENGLISH and english in pages and entry.filename not in translated:
             title = (f'<a href="{_relative(english, here)}" hreflang="en">{title}</a> '
                      f"<em>{html.escape(untranslated)}</em>")
         else:
@@ -830,8 +833,12 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
                 (out_dir / "claims.html").write_text(render_markdown_page(
                     "# Claims of the source posts\n\n" + claims_markdown(),
                     "Claims of the source posts", pages, "claims.html"), encoding="utf-8")
+            # twins on disk of the English notebooks built (those left out are still there)
+            translated = frozenset(path.name for path in editions[ENGLISH]
+                                   if (path.parent / edition.folder / path.name).is_file())
             (out_dir / edition.page("index.html")).write_text(
-                index_page(listed, extra[edition], edition=edition, pages=pages),
+                index_page(listed, extra[edition], edition=edition, pages=pages,
+                           translated=translated),
                 encoding="utf-8")
     return written
 

@@ -325,6 +325,25 @@ def test_an_index_of_a_partial_build_says_a_notebook_is_not_in_it():
         assert page.count('<a href="03_rope_in_2d.html">') == 1
 
 
+def test_a_translated_notebook_left_out_of_a_partial_build_is_not_called_untranslated(
+        tmp_path):
+    """English 03 and 05 but only Chinese 03 built: the Chinese index must not say that 05
+    is not translated (notebooks/zh_CN/05 exists); it is not in this build. The English
+    notebook without a twin (the fixture's) still gets "not translated yet"."""
+    english_05 = ROOT / "notebooks" / "05_long_range_decay.ipynb"
+    assert (ZH / english_05.name).is_file()
+    untranslated = _untranslated(tmp_path)
+    out = tmp_path / "book"
+    book.build(out, [ROOT / "notebooks" / "03_rope_in_2d.ipynb", english_05, untranslated,
+                     ZH / "03_rope_in_2d.ipynb"], run=False, log=lambda _: None)
+    index = (out / "zh_CN" / "index.html").read_text()
+    row_05 = next(row for row in index.split("<tr>") if row.startswith("<td>05</td>"))
+    assert "<em>（本次未构建）</em>" in row_05 and "尚未翻译" not in row_05, row_05
+    row_last = next(row for row in index.split("<tr>")
+                    if row.startswith(f"<td>{untranslated.name[:2]}</td>"))
+    assert "<em>（英文版，尚未翻译）</em>" in row_last, row_last
+
+
 def test_chinese_pages_open_the_chinese_notebooks_online(monkeypatch):
     from rope_lab import course, i18n
 
