@@ -42,6 +42,22 @@ def test_atlas_turned_pairs_names_the_families():
         plots.atlas_turned_pairs("GPT-5", 4096)
 
 
+def test_atlas_families_name_the_layer_type_in_the_readers_language(chinese):
+    """The widget's list in the Chinese edition: 全局层/局部层, as notebook 10's figures say,
+    and the same entries as in English (one per fixture and layer type)."""
+    from rope_lab import i18n
+
+    entries = plots.real_models.atlas_entries()
+    with i18n.using_language("en"):
+        english = plots.real_models.atlas_entries()
+    assert "Gemma 4 (defaults) 全局层" in entries and "Gemma 4 (defaults) global" not in entries
+    assert any(name.endswith(" 局部层") for name in entries)
+    assert not any(name.endswith((" global", " local")) for name in entries)
+    back = [name.replace(" 全局层", " global").replace(" 局部层", " local") for name in entries]
+    assert back == list(english)
+    assert plots.atlas_turned_pairs("Gemma 4 (defaults) 全局层", 4096).axes[0].get_title()
+
+
 def test_longrope_switch_steps_at_the_original_context():
     figure = plots.longrope_switch(report.load_fixture("phi_3_5_mini"))
     lengths, slowest = figure.axes[1].lines[0].get_data()

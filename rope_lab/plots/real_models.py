@@ -286,17 +286,19 @@ def longrope_switch(config, title: str = "LongRoPE"):
 
 
 def atlas_entries() -> dict:
-    """label → LayerTypeReport for every fixture and layer type (the widget's choices)."""
+    """label → LayerTypeReport for every fixture and layer type (the widget's choices); the
+    labels name the layer type in the current language ("Gemma 3 global", "Gemma 3 全局层")."""
     from rope_lab.hf import report as hf_report
 
+    # the layer type as the course says it, in the current language ("Gemma 3 global")
+    short = {"sliding_attention": _("{model} local"), "full_attention": _("{model} global")}
     entries = {}
     for _name, label, _year, config in hf_report.atlas():
         for layer_type, entry in hf_report.describe(config).items():
             if entry is None or entry.spec.rope_type == "axial":
                 continue
-            short = {"sliding_attention": "local", "full_attention": "global"}
-            suffix = f" {short.get(layer_type, layer_type)}" if layer_type else ""
-            entries[label + suffix] = entry
+            name = short.get(layer_type, f"{{model}} {layer_type}") if layer_type else "{model}"
+            entries[name.format(model=label)] = entry
     return entries
 
 
