@@ -240,7 +240,8 @@ def mrope_positions(text_before: int, grid_thw, text_after: int = 0, *,
                         columns): the Qwen2-VL paper and the ``get_rope_index`` the model
                         shipped with (transformers 4.x, up to 5.2)
         "transformers"  s + max(rows, columns), frames ignored: ``get_rope_index`` from
-                        transformers 5.3 on
+                        transformers 5.3 on (whose 5.3 to 5.5 releases also give every
+                        frame of a video the first frame's t; 5.6 fixed that)
 
     The two agree unless a video has more frames than rows and columns.
 

@@ -9,10 +9,12 @@ changed what the oracle tests touch:
   ``compute_default_rope_parameters`` on each rotary class in 5.x.
 - BLOOM's ALiBi slopes: a function of their own (``_get_alibi_slopes``) only in recent 5.x;
   ``build_alibi_tensor`` in every release.
+- YaRN: 4.51 to 4.55 take the factor from the lengths (:data:`YARN_FACTOR_FROM_LENGTHS`).
 - Qwen2-VL M-RoPE: older releases pick each section's axis in
   ``apply_multimodal_rotary_pos_emb`` (gone by 5.17), newer ones in the rotary embedding;
   before 5.3 ``get_rope_index`` finds an image by the ``<|vision_start|>`` token before it,
-  from 5.3 on it reads ``mm_token_type_ids``.
+  from 5.3 on it reads ``mm_token_type_ids``; 5.3 to 5.5 number the frames of a video
+  wrong (:data:`VIDEO_FRAMES_FLAT`).
 
 Every function here returns what the installed library computed; none recomputes the
 maths itself. Where the installed release lacks a feature, the test is skipped with the
@@ -42,6 +44,19 @@ OPTION_SINCE = {
     "mscale_all_dim": "4.51.0",
     "truncate": "4.55.0",  # YaRN without rounding the ramp's ends (gpt-oss)
 }
+
+
+# transformers 4.51.0 to 4.55.x computed YaRN with factor = max_position_embeddings /
+# original_max_position_embeddings whenever the block named original_max_position_embeddings
+# (its yarn function, "NOTE: DeekSeek-V3 ..."); 4.56 went back to the block's factor. Read
+# off those releases' modeling_rope_utils, not from rope_lab.
+YARN_FACTOR_FROM_LENGTHS = Version("4.51.0") <= VERSION < Version("4.56.0")
+
+
+# transformers 5.3.0 to 5.5.x: Qwen2VLModel.get_vision_position_ids fills the temporal
+# coordinate of every frame with the start position (torch.full) instead of start + frame;
+# 5.6 went back to arange(frames). Images (one frame) are unaffected.
+VIDEO_FRAMES_FLAT = Version("5.3.0") <= VERSION < Version("5.6.0")
 
 
 def require(rope):
@@ -147,6 +162,10 @@ def qwen2_vl_position_ids(text_before, grid_thw, text_after):
     if get_rope_index is None:
         get_rope_index = modeling.Qwen2VLForConditionalGeneration.get_rope_index
     kind = "image" if grid_thw[0] == 1 else "video"
+    if kind == "video" and VIDEO_FRAMES_FLAT:
+        pytest.skip(f"transformers {VERSION}'s get_vision_position_ids gives every frame of a "
+                    "video the first frame's temporal position (and orders the rows of later "
+                    "frames differently); 5.6 fixed it, so there is no video rule to compare")
     grids = {f"{kind}_grid_thw": torch.tensor([grid_thw])}
     vision = math.prod(grid_thw)
     # A stand-in for ``self``: get_rope_index reads only the config (and in 5.x one method).

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rope_lab import hf, scaling
+from rope_lab.hf import config as config_module
 
 transformers = pytest.importorskip("transformers")
 from hf_compat import ROPE_PARAMETERS, VERSION, hf_inv_freq, llama_config  # noqa: E402
@@ -26,8 +27,10 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 RTOL = 2e-6
 HEAD, BASE, L = 64, 10000.0, 2048
 # The YaRN cases scale past max_position / L on purpose; rope_lab warns as transformers does
-# (test_yarn_factor_that_disagrees_with_the_lengths_is_warned_about checks that warning).
-pytestmark = pytest.mark.filterwarnings("ignore:.*transformers warns and uses the explicit")
+# (test_yarn_factor_that_disagrees_with_the_lengths_is_warned_about checks that warning), or
+# says that the installed release reads the factor from the lengths (4.51 to 4.55).
+pytestmark = [pytest.mark.filterwarnings("ignore:.*transformers warns and uses the explicit"),
+              pytest.mark.filterwarnings("ignore:.*computes YaRN with factor")]
 
 
 def lists(dim, seed):
@@ -466,12 +469,38 @@ def test_seq_len_zero_and_tensor_are_accepted_like_transformers(name, seq_len):
     assert_same(ours, theirs)
 
 
-def test_yarn_factor_that_disagrees_with_the_lengths_is_warned_about():
+@pytest.mark.parametrize("installed", ["4.50.3", "4.56.0", "5.23.0"])
+def test_yarn_factor_that_disagrees_with_the_lengths_is_warned_about(installed, monkeypatch):
+    monkeypatch.setattr(config_module, "installed_transformers", lambda: installed)
     rope = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": L}
     notes = hf.config_warnings(new_schema(rope, max_position_embeddings=L * 8))
     assert any("factor=4 but max_position_embeddings / original_max_position_embeddings" in n
                for n in notes), notes
     assert not hf.config_warnings(new_schema(rope, max_position_embeddings=L * 4))
+
+
+@pytest.mark.parametrize("installed", ["4.51.0", "4.53.3", "4.55.4"])
+def test_yarn_reads_the_factor_from_the_lengths_where_transformers_did(installed, monkeypatch):
+    """transformers 4.51 to 4.55 replaced YaRN's factor by max_position_embeddings /
+    original_max_position_embeddings (hf_compat.YARN_FACTOR_FROM_LENGTHS): a Qwen2.5 file
+    (factor 4, both lengths 32768) got plain RoPE. rope_lab reads it as the installed release
+    computes it, and says so; the numbers are compared with transformers' own functions where
+    such a release is installed (the real-config and registry tests)."""
+    monkeypatch.setattr(config_module, "installed_transformers", lambda: installed)
+    rope = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": L}
+    same = new_schema(rope, max_position_embeddings=L)
+    with pytest.warns(UserWarning, match=rf"transformers {installed} computes YaRN with factor "
+                      rf"= .* = {L} / {L} = 1, not the config's factor=4.0"):
+        freqs, attention = hf.inv_freq_from_config(same)
+    plain = 1e4 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)
+    torch.testing.assert_close(freqs.double(), plain, rtol=1e-6, atol=0)
+    assert attention == 1.0
+    eight = new_schema(rope, max_position_embeddings=L * 8)  # the ratio, 8, wins over 4
+    with pytest.warns(UserWarning, match="= 8, not the config's factor=4.0"):
+        assert hf.inv_freq_from_config(eight)[1] == pytest.approx(0.1 * math.log(8) + 1)
+    assert not hf.config_warnings(new_schema(rope, max_position_embeddings=L * 4))
+    with pytest.raises(hf.UnsupportedRopeError, match="expected at least 1"):
+        hf.inv_freq_from_config(new_schema(rope, max_position_embeddings=L // 2))
 
 
 @pytest.mark.skipif(not ROPE_PARAMETERS, reason="ignore_keys_at_rope_validation is 5.x")

@@ -12,6 +12,7 @@ import importlib.metadata
 import re
 import warnings
 
+import pytest
 import torch
 
 import rope_lab as rl
@@ -25,7 +26,7 @@ NAMES = {"rope_lab", "transformers", "torch", "python", "RoPE", "NoPE", "GPU", "
          "DeepSeek", "base", "logits", "softmax", "cos", "sin", "dtype", "float32", "default",
          "yarn", "linear", "function", "config", "json", "phi", "llama", "Linux", "glibc",
          "fc", "cpu", "with", "gt", "all", "minilm", "numpy", "matplotlib", "ipywidgets",
-         "safetensors", "models", "apply_rotary", "rope"}
+         "safetensors", "models", "apply_rotary", "rope", "YaRN"}
 
 
 def english_words(text: str, names=()) -> list[str]:
@@ -201,7 +202,17 @@ def _verdict(module):
     return repr(hf.check_rotary(module, CONFIG, positions=torch.arange(0, 512, 64)))
 
 
-def test_the_config_report_and_warnings_english_unchanged(english):
+@pytest.fixture
+def yarn_reads_its_factor(monkeypatch):
+    """The words of the YaRN warning depend on the installed release (transformers 4.51 to
+    4.55 took the factor from the lengths: rope_lab.hf.config.YARN_FACTOR_FROM_LENGTHS);
+    these tests pin the words of 4.56 and later."""
+    from rope_lab.hf import config
+
+    monkeypatch.setattr(config, "_yarn_factor_from_lengths", lambda: False)
+
+
+def test_the_config_report_and_warnings_english_unchanged(english, yarn_reads_its_factor):
     assert report.format_report(report.load_fixture("phi_2"), name="phi-2 config.json") == PHI_2
     for config, expected in WARNINGS:
         assert _warnings(config) == [expected]
@@ -209,7 +220,7 @@ def test_the_config_report_and_warnings_english_unchanged(english):
         assert _verdict(module) == expected
 
 
-def test_the_config_report_and_warnings_speak_chinese(chinese):
+def test_the_config_report_and_warnings_speak_chinese(chinese, yarn_reads_its_factor):
     text = report.format_report(report.load_fixture("phi_2"), name="phi-2 config.json")
     assert "  旋转维数         head_dim 80 中的 32 维" in text.splitlines()
     assert not english_words(text)
@@ -225,6 +236,15 @@ def test_the_config_report_and_warnings_speak_chinese(chinese):
     for module, _english in VERDICTS:
         text = _verdict(module)
         assert text.splitlines()[0][:1] in "✔✘" and not english_words(text), text
+    # the 4.51-to-4.55 reading of YaRN's factor, in Chinese too
+    from rope_lab.hf import config as config_module
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(config_module, "_yarn_factor_from_lengths", lambda: True)
+        patch.setattr(config_module, "installed_transformers", lambda: "4.53.3")
+        (note,) = hf.config_warnings(report.load_fixture("qwen3_8b_yarn"))
+    assert "transformers 4.53.3 计算 YaRN 时用" in note and "40960 / 32768 = 1.25" in note
+    assert not english_words(note), note
     # the numbers stay where code and readers find them
     verdict = hf.check_rotary(_module(500.0), CONFIG, positions=torch.arange(0, 512, 64))
     assert not verdict.ok and "位置 320" in verdict.rows[0].problem

@@ -4,6 +4,7 @@ import json
 import re
 import subprocess
 import sys
+import sysconfig
 from importlib import metadata
 from pathlib import Path
 
@@ -82,7 +83,11 @@ def test_constraints_pin_every_dependency_with_public_versions():
 )
 def test_installed_environment_matches_constraints():
     pins = constraints()
-    installed = {_name(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    # the environment's own site-packages: importing torch.utils.cpp_extension (the C kernel's
+    # tests) puts setuptools/_vendor on sys.path, whose vendored copies are not installs
+    site = sorted({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
+    installed = {_name(d.metadata["Name"]): d.version
+                 for d in metadata.distributions(path=site)}
     # torch may be a local build of the pinned release (2.13.0+cpu satisfies torch==2.13.0)
     wrong = {n: (installed[n], v) for n, v in pins.items()
              if n in installed and installed[n].split("+")[0] != v}

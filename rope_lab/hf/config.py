@@ -18,7 +18,8 @@ embedding computes: ``(inv_freq, attention_factor)``, every formula taken from
 
 A ``config.json`` says less than the model uses: transformers' config class for its
 ``model_type`` fills in what the file leaves out, and renames or converts a few keys. rope_lab
-reads those per-model-type rules from ``transformers_rules.json``, written from transformers'
+reads those per-model-type rules, one file per transformers release
+(``transformers_rules/<version>.json.gz``: every minor release from 4.45 on), written from its
 own classes by :func:`rope_lab.hf.transformers_oracle.write_rules` (see
 :func:`transformers_rules`): the defaults of each config class (Llama 2's file has no
 ``rope_theta``; llava's ``text_config`` has no hidden size), its key aliases
@@ -41,6 +42,7 @@ silently used or dropped.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import warnings
@@ -97,6 +99,12 @@ MODEL_SPECIFIC = {
     **dict.fromkeys(("edgetam_video", "sam2_video", "sam3_tracker_video"),
                     "axial RoPE sized by its memory-attention settings"),
 }
+# Model types some releases size or place in a way of their own: (first, end) releases, why.
+MODEL_SPECIFIC_IN = {
+    "zamba2": ("4.49.0", "4.54.0", "transformers before 4.54 builds its rotary embedding with "
+                                   "dim = attention_head_dim (2 × hidden_size / heads), which "
+                                   "its config does not name as head_dim"),
+}
 # Per type, the block keys that need the trained length L.
 NEEDS_ORIGINAL = ("yarn", "longrope", "llama3")
 _HIDDEN = ("hidden_size", "n_embd", "d_model")
@@ -117,6 +125,26 @@ class UnsupportedRopeError(ValueError):
 # The transformers release the course pins (constraints.txt): its rules are used when
 # transformers is not installed.
 PINNED_TRANSFORMERS = "5.23.0"
+
+# transformers 4.51.0 up to 4.56.0 (not included) computed YaRN with factor =
+# max_position_embeddings / original_max_position_embeddings whenever the scaling block named
+# original_max_position_embeddings, whatever its "factor" said (written for DeepSeek-V3, where
+# the two agree; a Qwen2.5 file with factor 4 and both lengths 32768 got no YaRN at all).
+# 4.56 went back to the explicit factor and warns when the two disagree.
+YARN_FACTOR_FROM_LENGTHS = ("4.51.0", "4.56.0")
+
+
+def _installed_between(first: str, end: str) -> bool:
+    """Whether the installed transformers is release ``first`` or later, before ``end``."""
+    installed = installed_transformers()
+    return installed is not None and (
+        _version_key(first) <= _version_key(installed) < _version_key(end))
+
+
+def _yarn_factor_from_lengths() -> bool:
+    """Whether the installed transformers takes YaRN's factor from the lengths
+    (:data:`YARN_FACTOR_FROM_LENGTHS`)."""
+    return _installed_between(*YARN_FACTOR_FROM_LENGTHS)
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -151,12 +179,17 @@ def rules_version(installed: str | None = None) -> str:
     return min(same, key=lambda v: (abs(_version_key(v)[1] - key[1]), _version_key(v)))
 
 
+RULES_SUFFIX = ".json.gz"  # one gzipped JSON per release: about a tenth of the bytes
+
+
 def available_rules() -> list[str]:
+    """The transformers releases rope_lab has rules for (``transformers_rules/<version>
+    .json.gz``), oldest first."""
     from importlib import resources
 
     folder = resources.files("rope_lab.hf") / "transformers_rules"
-    return sorted((p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")),
-                  key=_version_key)
+    return sorted((p.name[:-len(RULES_SUFFIX)] for p in folder.iterdir()
+                   if p.name.endswith(RULES_SUFFIX)), key=_version_key)
 
 
 @cache
@@ -166,7 +199,8 @@ def transformers_rules(version: str | None = None) -> dict:
 
     ``{"transformers": version, "known": [every model type], "model_types": {model_type:
     rules}}``, written from that release's own classes by
-    :func:`rope_lab.hf.transformers_oracle.write_rules` (``transformers_rules/<version>.json``);
+    :func:`rope_lab.hf.transformers_oracle.write_rules`
+    (``transformers_rules/<version>.json.gz``);
     ``tests/test_hf_registry.py`` checks rope_lab against those classes. Each entry may hold
     ``attribute_map`` (the config's own name of a standard key), ``defaults`` (the config
     class's defaults), ``rope_parameters`` (the RoPE block a default config ends with),
@@ -184,8 +218,8 @@ def transformers_rules(version: str | None = None) -> dict:
     version = version or rules_version()
     if version not in available_rules():
         raise ValueError(f"version must be one of {available_rules()}, got {version!r}")
-    path = resources.files("rope_lab.hf") / "transformers_rules" / f"{version}.json"
-    data = json.loads(path.read_text("utf-8"))
+    path = resources.files("rope_lab.hf") / "transformers_rules" / f"{version}{RULES_SUFFIX}"
+    data = json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
     data["known"] = frozenset(data["known"])
     return data
 
@@ -281,7 +315,7 @@ class _Fields:
     config class would see it: aliases followed, class defaults filled in."""
 
     def __init__(self, config, name="config", model_type=None, parent_defaults=None,
-                 parent_known=False):
+                 parent_known=False, parent_partial=None):
         self.name = name
         self.obj = None if isinstance(config, Mapping) else config
         if isinstance(config, Mapping):
@@ -301,7 +335,10 @@ class _Fields:
         self.rules = _rules(self.model_type, other_releases=False)
         if self.rules is None and (parent_known or type(config).__module__.startswith(
                 "transformers.models.")):
-            self.rules = {}  # a text config only its (known) multimodal class defines
+            # a text config only its (known) multimodal class defines (5.0's emu3 text
+            # model): whether plain RoPE applies partial_rotary_factor is the class's answer
+            self.rules = ({} if parent_partial is None
+                          else {"partial_in_default": parent_partial})
         if self.rules is None:
             self.rules = _rules(self.model_type)  # a type only another release knows
         rules = self.rules or {}
@@ -371,7 +408,7 @@ class NoRopeError(ValueError):
 
 
 def _text_fields(config, name="config", depth=0, seen=None, model_type=None,
-                 parent_defaults=None, parent_known=False) -> _Fields:
+                 parent_defaults=None, parent_known=False, parent_partial=None) -> _Fields:
     """The (sub-)config that carries the language model's RoPE."""
     seen = set() if seen is None else seen
     if id(config) in seen:
@@ -380,7 +417,7 @@ def _text_fields(config, name="config", depth=0, seen=None, model_type=None,
         raise ValueError(f"{name} is nested more than {MAX_NESTING} levels deep; expected a "
                          f"text_config inside at most a few multimodal configs")
     seen.add(id(config))
-    fields = _Fields(config, name, model_type, parent_defaults, parent_known)
+    fields = _Fields(config, name, model_type, parent_defaults, parent_known, parent_partial)
     if _carries_rope(fields):  # RoPE keys of its own, or a class whose model reads its own
         return fields
     rules = fields.rules or {}
@@ -402,13 +439,14 @@ def _text_fields(config, name="config", depth=0, seen=None, model_type=None,
         try:
             return _text_fields(sub, f"{name}['{key}']", depth + 1, seen,
                                 defaults.get(key) or fields.model_type, given_defaults.get(key),
-                                fields.known)
+                                fields.known, rules.get("partial_in_default"))
         except NoRopeError:
             continue
     for key in missing:
         try:
             return _text_fields({"model_type": defaults[key]}, f"{name}['{key}']", depth + 1,
-                                seen, None, absent_defaults.get(key), fields.known)
+                                seen, None, absent_defaults.get(key), fields.known,
+                                rules.get("partial_in_default"))
         except NoRopeError:
             continue
     known = ("" if fields.known or fields.model_type is None else
@@ -641,7 +679,8 @@ def first(fields: _Fields, names):
 
 
 def _generic_note(fields: _Fields) -> str:
-    versions = ", ".join(available_rules())
+    releases = available_rules()
+    versions = f"transformers {releases[0]} … {releases[-1]}"
     what = (_("model_type {model_type!r} is not one transformers knows ({versions}; remote "
               "code defines its RoPE)").format(model_type=fields.model_type, versions=versions)
             if fields.model_type is not None else _("the config has no model_type"))
@@ -659,6 +698,10 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
         notes.append(_generic_note(fields))
     if model_type in MODEL_SPECIFIC:
         raise UnsupportedRopeError(f"{model_type}: not supported, {MODEL_SPECIFIC[model_type]}")
+    since, until, why = MODEL_SPECIFIC_IN.get(model_type, ("0", "0", ""))
+    if _installed_between(since, until):
+        raise UnsupportedRopeError(f"{model_type}: not supported with transformers "
+                                   f"{installed_transformers()}, {why}")
     rules = fields.rules or {}
     in_code = _rotary_dim_in_code(fields)
     if in_code:
@@ -864,7 +907,29 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
                 "low_freq_factor", "high_freq_factor"):
         if params.get(key) is not None:
             _number(params[key], f"{where}[{key!r}]")
-    if rope_type == "yarn" and factor is not None and max_position and original:
+    if (rope_type == "yarn" and max_position and "original_max_position_embeddings" in block
+            and _yarn_factor_from_lengths()):
+        # transformers 4.51.0 to 4.55.x: the ratio replaces the factor (see the constant)
+        implicit = max_position / _number(block["original_max_position_embeddings"],
+                                          "original_max_position_embeddings", minimum=1)
+        if implicit < 1:
+            raise UnsupportedRopeError(
+                f"{where}: max_position_embeddings / original_max_position_embeddings = "
+                f"{max_position} / {original} = {implicit:g}, and transformers "
+                f"{installed_transformers()} computes YaRN with that ratio as its factor; "
+                f"expected at least 1 (transformers 4.56 and later use factor={factor})")
+        if implicit != factor:
+            notes.append(_("{where}: transformers {version} computes YaRN with factor = "
+                           "max_position_embeddings / original_max_position_embeddings = "
+                           "{max_position} / {original} = {implicit:g}, not the config's "
+                           "factor={factor}; so does this result. Releases 4.51 to 4.55 do "
+                           "this; from 4.56 transformers uses the config's factor").format(
+                               where=where, version=installed_transformers(),
+                               max_position=max_position, original=original,
+                               implicit=implicit, factor=factor))
+            params["factor"] = implicit
+            factor = implicit
+    elif rope_type == "yarn" and factor is not None and max_position and original:
         implicit = max_position / original
         if implicit not in (factor, 1):
             notes.append(_("{where}: factor={factor:g} but max_position_embeddings / "

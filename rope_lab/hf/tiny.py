@@ -87,6 +87,9 @@ def tiny_config(family: str = "llama", *, base: float = 10_000.0, rope: dict | N
                  num_hidden_layers=layers, num_attention_heads=n_heads,
                  num_key_value_heads=n_kv_heads or n_heads, max_position_embeddings=max_position)
     rope_kwargs = rope_config_kwargs(base, rope, partial_rotary_factor)
+    if family == "phi":
+        # PhiModel reads config.pad_token_id; transformers 5.0's PhiConfig does not set it
+        common = {"pad_token_id": None, **common}
     config_class = transformers.LlamaConfig if family == "llama" else transformers.PhiConfig
     return config_class(**shape, **rope_kwargs, **common)
 
@@ -159,7 +162,11 @@ def generate_position_ids(model, input_ids, attention_mask) -> torch.Tensor:
     prepare = getattr(model, "_prepare_position_ids_for_generation", None)
     if prepare is not None:
         return prepare(input_ids, {"attention_mask": attention_mask})
-    inputs = model.prepare_inputs_for_generation(input_ids, attention_mask=attention_mask)
+    # the prompt's step: the cache is empty, so the cache positions are 0 … seq − 1 (5.0 and
+    # 5.1 need them given; 4.x fills them in)
+    inputs = model.prepare_inputs_for_generation(
+        input_ids, attention_mask=attention_mask,
+        cache_position=torch.arange(input_ids.shape[1], device=input_ids.device))
     return inputs["position_ids"]
 
 

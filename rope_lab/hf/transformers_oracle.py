@@ -7,7 +7,7 @@ returns transformers' numbers for notebook 10 and the tests to compare with
 that cannot run on the installed release raises :class:`OracleUnavailable` with the reason.
 
 It also writes the rules rope_lab.hf reads configs with (:func:`model_type_rules`,
-``python -m rope_lab.hf.transformers_oracle`` → ``transformers_rules/<version>.json``): per
+``python -m rope_lab.hf.transformers_oracle`` → ``transformers_rules/<version>.json.gz``): per
 model type, what its config class does with a config.json, learned by reading the class and
 by building it from probe configs, never typed in by hand.
 """
@@ -208,7 +208,7 @@ def nope_layers(config: dict) -> list[int]:
 
 # --- the rules rope_lab.hf reads without transformers, learned from its classes ------------
 
-RULES_DIR = "transformers_rules"  # one <version>.json per transformers release
+RULES_DIR = "transformers_rules"  # one <version>.json.gz per transformers release
 # The keys rope_lab.hf reads; their class defaults and aliases (attribute_map) are recorded.
 READ_KEYS = ("hidden_size", "num_attention_heads", "head_dim", "num_hidden_layers",
              "rope_local_base_freq",
@@ -548,16 +548,19 @@ def _literal_defaults_all(cls) -> set:
 
 def write_rules(path=None) -> str:
     """Write :func:`model_type_rules` of the installed transformers as JSON:
-    ``transformers_rules/<version>.json`` next to this module (or ``path``)."""
+    ``transformers_rules/<version>.json.gz`` next to this module (or ``path``), gzipped."""
+    import gzip
     import json
     from pathlib import Path
 
+    from rope_lab.hf.config import RULES_SUFFIX
+
     rules = model_type_rules()
     path = Path(path) if path else (Path(__file__).with_name(RULES_DIR)
-                                    / f"{rules['transformers']}.json")
-    path.write_text(json.dumps(rules, sort_keys=True, separators=(",", ":"))
-                    .replace(',"', ',\n"') + "\n",
-                    encoding="utf-8")
+                                    / f"{rules['transformers']}{RULES_SUFFIX}")
+    text = json.dumps(rules, sort_keys=True, separators=(",", ":")).replace(',"', ',\n"') + "\n"
+    # mtime=0: the same rules give the same bytes (a re-run leaves git status clean)
+    path.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
     return str(path)
 
 
