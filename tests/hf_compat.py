@@ -59,6 +59,18 @@ YARN_FACTOR_FROM_LENGTHS = Version("4.51.0") <= VERSION < Version("4.56.0")
 VIDEO_FRAMES_FLAT = Version("5.3.0") <= VERSION < Version("5.6.0")
 
 
+def yarn_lengths_agree(rope, max_position):
+    """``max_position`` for a config with scaling ``rope``; on 4.51 to 4.55 (which took YaRN's
+    factor from the lengths) factor × original_max_position_embeddings, so that the release
+    computes YaRN with the factor, as every other release does. rope_lab keeps the factor
+    whatever the lengths (test_hf_config checks its warning on those releases)."""
+    original = rope.get("original_max_position_embeddings")
+    if YARN_FACTOR_FROM_LENGTHS and rope.get("rope_type") == "yarn" and original:
+        scaled = rope.get("factor", 1.0) * original
+        return int(scaled) if float(scaled).is_integer() else scaled
+    return max_position
+
+
 def require(rope):
     """Skip unless the installed transformers reads every option in ``rope``."""
     for option in sorted(rope):
@@ -75,6 +87,7 @@ def llama_config(head_dim, base, rope=None, *, max_position=2048, n_heads=2):
     """
     rope = dict(rope or {"rope_type": "default"})
     require(rope)
+    max_position = yarn_lengths_agree(rope, max_position)
     shape = dict(hidden_size=head_dim * n_heads, num_attention_heads=n_heads,
                  num_key_value_heads=n_heads, head_dim=head_dim,
                  max_position_embeddings=max_position)

@@ -13,6 +13,8 @@ import torch
 from rope_lab import hf
 
 transformers = pytest.importorskip("transformers")
+import hf_compat  # noqa: E402
+
 from rope_lab.hf import tiny  # noqa: E402
 
 tiny.quiet()
@@ -31,12 +33,27 @@ SCALINGS = [
 
 @pytest.mark.parametrize("scaling", SCALINGS, ids=lambda s: (s or {}).get("rope_type", "default"))
 def test_transformers_llama_matches_rope_lab_for_its_config(scaling):
-    config = tiny.tiny_config("llama", rope=scaling, max_position=1024, layers=1)
+    # 4.51 to 4.55 take YaRN's factor from the lengths: there they must agree with it
+    max_position = hf_compat.yarn_lengths_agree(scaling or {}, 1024)
+    config = tiny.tiny_config("llama", rope=scaling, max_position=max_position, layers=1)
     model = tiny.tiny_model(config)
     verdict = hf.check_rotary(model, config)
     assert verdict.ok, verdict
-    assert verdict.positions == (0, 1023)
+    assert verdict.positions == (0, max_position - 1)
     assert verdict.rows[0].dtype == torch.float32 and verdict.rows[0].rotary_dim == 16
+
+
+@pytest.mark.skipif(not hf_compat.YARN_FACTOR_FROM_LENGTHS,
+                    reason="only transformers 4.51 to 4.55 take YaRN's factor from the lengths")
+def test_a_release_that_ignores_the_yarn_factor_fails_the_check():
+    """On those releases a YaRN file whose lengths disagree with its factor (Qwen2.5: both
+    32768, factor 4) runs with other frequencies: the check says so, and the warning why."""
+    scaling = {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 1024}
+    config = tiny.tiny_config("llama", rope=scaling, max_position=1024, layers=1)
+    verdict = hf.check_rotary(tiny.tiny_model(config), config)
+    assert not verdict.ok, verdict
+    assert any("computes YaRN with factor = max_position_embeddings" in note
+               and "1024 / 1024 = 1," in note for note in verdict.notes), verdict.notes
 
 
 def test_dynamic_ntk_past_the_trained_length():

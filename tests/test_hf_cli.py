@@ -63,12 +63,7 @@ def test_report_lines(capsys, name, expected):
 
 def test_attention_factor_is_yarns_formula(capsys):
     _, out, _ = run(capsys, FIXTURES / "qwen2_5_7b_yarn.json")
-    # factor 4; transformers 4.51 to 4.55 read it as 32768 / 32768 = 1 (hf_compat), no scaling
-    from_lengths = (pytest.importorskip("transformers")
-                    and __import__("hf_compat").YARN_FACTOR_FROM_LENGTHS)
-    factor = 1 if from_lengths else 4
-    expected = 0.1 * math.log(factor) + 1
-    assert f"attention factor {expected:.6g}" in out
+    assert f"attention factor {0.1 * math.log(4) + 1:.6g}" in out
 
 
 def test_critical_dimension_matches_the_closed_form():

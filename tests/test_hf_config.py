@@ -480,27 +480,28 @@ def test_yarn_factor_that_disagrees_with_the_lengths_is_warned_about(installed, 
 
 
 @pytest.mark.parametrize("installed", ["4.51.0", "4.53.3", "4.55.4"])
-def test_yarn_reads_the_factor_from_the_lengths_where_transformers_did(installed, monkeypatch):
+def test_yarn_keeps_its_factor_and_warns_where_transformers_took_the_lengths(installed,
+                                                                             monkeypatch):
     """transformers 4.51 to 4.55 replaced YaRN's factor by max_position_embeddings /
     original_max_position_embeddings (hf_compat.YARN_FACTOR_FROM_LENGTHS): a Qwen2.5 file
-    (factor 4, both lengths 32768) got plain RoPE. rope_lab reads it as the installed release
-    computes it, and says so; the numbers are compared with transformers' own functions where
-    such a release is installed (the real-config and registry tests)."""
-    monkeypatch.setattr(config_module, "installed_transformers", lambda: installed)
+    (factor 4, both lengths 32768) got plain RoPE. rope_lab keeps the factor (the numbers
+    of 4.56 and later, compared with transformers in test_hf_real_configs) and warns that
+    the installed release computes something else."""
     rope = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": L}
     same = new_schema(rope, max_position_embeddings=L)
-    with pytest.warns(UserWarning, match=rf"transformers {installed} computes YaRN with factor "
-                      rf"= .* = {L} / {L} = 1, not the config's factor=4.0"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning from a release after the window
+        monkeypatch.setattr(config_module, "installed_transformers", lambda: "4.56.0")
+        expected = hf.inv_freq_from_config(same)
+    monkeypatch.setattr(config_module, "installed_transformers", lambda: installed)
+    with pytest.warns(UserWarning, match=rf"installed transformers {installed} computes YaRN "
+                      rf"with factor = .* = {L} / {L} = 1, not the config's factor=4.0"):
         freqs, attention = hf.inv_freq_from_config(same)
-    plain = 1e4 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)
-    torch.testing.assert_close(freqs.double(), plain, rtol=1e-6, atol=0)
-    assert attention == 1.0
-    eight = new_schema(rope, max_position_embeddings=L * 8)  # the ratio, 8, wins over 4
-    with pytest.warns(UserWarning, match="= 8, not the config's factor=4.0"):
-        assert hf.inv_freq_from_config(eight)[1] == pytest.approx(0.1 * math.log(8) + 1)
+    assert torch.equal(freqs, expected[0]) and attention == expected[1]
+    assert attention == pytest.approx(0.1 * math.log(4) + 1)  # YaRN's formula, factor 4
+    plain = 1e4 ** (-torch.arange(0, HEAD, 2, dtype=torch.float64) / HEAD)
+    assert (freqs.double() < plain * (1 - 1e-3)).any()  # scaled: not plain RoPE
     assert not hf.config_warnings(new_schema(rope, max_position_embeddings=L * 4))
-    with pytest.raises(hf.UnsupportedRopeError, match="expected at least 1"):
-        hf.inv_freq_from_config(new_schema(rope, max_position_embeddings=L // 2))
 
 
 @pytest.mark.skipif(not ROPE_PARAMETERS, reason="ignore_keys_at_rope_validation is 5.x")

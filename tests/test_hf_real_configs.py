@@ -62,7 +62,9 @@ def theirs(config):
 
 
 def verdict(config) -> tuple[str, str]:
-    """("equal" | "refused" | "generic" | "unchecked" | "different", detail)."""
+    """("equal" | "refused" | "generic" | "unchecked" | "release differs" | "different",
+    detail); "release differs": rope_lab warned that the installed release computes another
+    YaRN (4.51 to 4.55), and that release computes exactly what the warning says."""
     mine, notes = ours(config)
     reference = theirs(config)
     newer = (isinstance(reference, Exception) and "has no model type" in str(reference)
@@ -84,19 +86,49 @@ def verdict(config) -> tuple[str, str]:
         return "different", f"transformers cannot build it ({reference}) and rope_lab said nothing"
     if isinstance(mine, Exception):
         return "different", f"transformers builds it; rope_lab refused: {mine}"
+    gap = _gap(mine, reference)
+    if gap is None:
+        return "equal", "; ".join(notes)
+    said = [note for note in notes if FACTOR_FROM_LENGTHS in note]
+    if said:
+        # transformers 4.51 to 4.55 take YaRN's factor from the lengths; rope_lab keeps the
+        # factor and said so. The release must compute exactly that: the file with its factor
+        # replaced by the ratio, read by rope_lab, equals transformers
+        as_release, _ = ours(_factor_from_lengths(config))
+        if not isinstance(as_release, Exception) and _gap(as_release, reference) is None:
+            return "release differs", said[0]
+    return "different", gap
+
+
+FACTOR_FROM_LENGTHS = "computes YaRN with factor = max_position_embeddings"
+
+
+def _factor_from_lengths(config: dict) -> dict:
+    """``config`` with each YaRN block's factor replaced by max_position_embeddings /
+    original_max_position_embeddings: what transformers 4.51 to 4.55 compute."""
+    config = json.loads(json.dumps(config))
+    for key in ("rope_scaling", "rope_parameters"):
+        block = config.get(key)
+        if isinstance(block, dict) and block.get("original_max_position_embeddings"):
+            block["factor"] = (config["max_position_embeddings"]
+                               / block["original_max_position_embeddings"])
+    return config
+
+
+def _gap(mine: dict, reference: dict) -> str | None:
+    """None where rope_lab's tables equal transformers' (every layer type), else how not."""
     for layer_type, (freqs, factor) in reference.items():
         if layer_type not in mine:
-            return "different", (f"layer types {sorted(map(str, reference))} vs "
-                                 f"{sorted(map(str, mine))}")
+            return f"layer types {sorted(map(str, reference))} vs {sorted(map(str, mine))}"
         got, got_factor = mine[layer_type]
         if got.shape != freqs.shape:
-            return "different", f"{layer_type}: shape {tuple(got.shape)} vs {tuple(freqs.shape)}"
+            return f"{layer_type}: shape {tuple(got.shape)} vs {tuple(freqs.shape)}"
         gap = ((got.double() - freqs.double()).abs()
                / freqs.double().abs().clamp_min(1e-30)).max().item()
         if gap > 1e-5 or not math.isclose(got_factor, factor, rel_tol=1e-6):
-            return "different", (f"{layer_type}: relative gap {gap:.1e}, attention factor "
-                                 f"{got_factor:.6g} vs {factor:.6g}")
-    return "equal", "; ".join(notes)
+            return (f"{layer_type}: relative gap {gap:.1e}, attention factor "
+                    f"{got_factor:.6g} vs {factor:.6g}")
+    return None
 
 
 def test_every_collected_config_has_a_source_note():

@@ -243,7 +243,7 @@ def test_the_config_report_and_warnings_speak_chinese(chinese, yarn_reads_its_fa
         patch.setattr(config_module, "_yarn_factor_from_lengths", lambda: True)
         patch.setattr(config_module, "installed_transformers", lambda: "4.53.3")
         (note,) = hf.config_warnings(report.load_fixture("qwen3_8b_yarn"))
-    assert "transformers 4.53.3 计算 YaRN 时用" in note and "40960 / 32768 = 1.25" in note
+    assert "已安装的 transformers 4.53.3 计算 YaRN 时用" in note and "40960 / 32768 = 1.25" in note
     assert not english_words(note), note
     # the numbers stay where code and readers find them
     verdict = hf.check_rotary(_module(500.0), CONFIG, positions=torch.arange(0, 512, 64))

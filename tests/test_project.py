@@ -395,3 +395,28 @@ def test_ci_runs_make_test_only():
     ]
     assert steps[-1] == "make test"
     assert all(s.startswith(("set ", "cd ", "make test")) for s in steps), steps
+
+
+def test_the_release_sweep_runs_the_files_that_depend_on_transformers():
+    """scripts/transformers_releases.py: its lower bound is pyproject's, and its test list
+    holds every file that imports transformers or reads configs through rope_lab's hf
+    package, and not the others (found by reading the files: a new test file is never left
+    out)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "transformers_releases", ROOT / "scripts" / "transformers_releases.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    bounds = [r for group in project["optional-dependencies"].values() for r in group
+              if r.replace(" ", "").startswith("transformers>=")]
+    assert bounds == [f"transformers>={sweep.lower_bound()}"]
+    quick, every = sweep.release_tests(), sweep.release_tests(all_tests=True)
+    for name in ("test_hf_registry", "test_hf_config", "test_scaling", "test_mrope_rules",
+                 "test_bench", "test_plots_10"):
+        assert f"tests/{name}.py" in quick, name
+    assert set(every) - set(quick) == set(sweep.SLOW)
+    for name in ("test_project", "test_book", "test_widgets", "test_decay"):
+        assert f"tests/{name}.py" not in every, name
+    assert sweep._key("5.10.4") > sweep._key("5.9.0")

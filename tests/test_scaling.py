@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from rope_lab import inv_freq, scaling
 
 pytest.importorskip("transformers")
-import hf_compat  # noqa: E402
 from hf_compat import hf_inv_freq, llama_config  # noqa: E402
 
 # (head dim, base, factor, trained length L)
@@ -88,8 +87,6 @@ YARN_OPTIONS = [
 def test_yarn_matches_hf(dim, base, factor, L, options):
     config = hf_config(dim, base, L, rope_type="yarn", factor=factor,
                        original_max_position_embeddings=L, **options)
-    if hf_compat.YARN_FACTOR_FROM_LENGTHS:  # those releases read factor as the lengths' ratio
-        config.max_position_embeddings = int(factor * L)  # exact for every row of CONFIGS
     theirs = hf_inv_freq(config, "yarn")
     ours = scaling.scaled_inv_freq("yarn", dim, base=base, factor=factor,
                                    original_max_position=L, **options)

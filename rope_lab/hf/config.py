@@ -130,7 +130,9 @@ PINNED_TRANSFORMERS = "5.23.0"
 # max_position_embeddings / original_max_position_embeddings whenever the scaling block named
 # original_max_position_embeddings, whatever its "factor" said (written for DeepSeek-V3, where
 # the two agree; a Qwen2.5 file with factor 4 and both lengths 32768 got no YaRN at all).
-# 4.56 went back to the explicit factor and warns when the two disagree.
+# 4.56 went back to the explicit factor and warns when the two disagree. rope_lab reads
+# the factor (the model's meaning) and, with such a release installed, warns that it runs
+# the model with other frequencies (hf.check_rotary then finds the difference).
 YARN_FACTOR_FROM_LENGTHS = ("4.51.0", "4.56.0")
 
 
@@ -909,26 +911,21 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
             _number(params[key], f"{where}[{key!r}]")
     if (rope_type == "yarn" and max_position and "original_max_position_embeddings" in block
             and _yarn_factor_from_lengths()):
-        # transformers 4.51.0 to 4.55.x: the ratio replaces the factor (see the constant)
+        # transformers 4.51.0 to 4.55.x replaced the factor by the ratio (see the constant), a
+        # bug 4.56 reverted: the result keeps the factor, the model's meaning, and says so
         implicit = max_position / _number(block["original_max_position_embeddings"],
                                           "original_max_position_embeddings", minimum=1)
-        if implicit < 1:
-            raise UnsupportedRopeError(
-                f"{where}: max_position_embeddings / original_max_position_embeddings = "
-                f"{max_position} / {original} = {implicit:g}, and transformers "
-                f"{installed_transformers()} computes YaRN with that ratio as its factor; "
-                f"expected at least 1 (transformers 4.56 and later use factor={factor})")
         if implicit != factor:
-            notes.append(_("{where}: transformers {version} computes YaRN with factor = "
-                           "max_position_embeddings / original_max_position_embeddings = "
-                           "{max_position} / {original} = {implicit:g}, not the config's "
-                           "factor={factor}; so does this result. Releases 4.51 to 4.55 do "
-                           "this; from 4.56 transformers uses the config's factor").format(
+            notes.append(_("{where}: the installed transformers {version} computes YaRN with "
+                           "factor = max_position_embeddings / "
+                           "original_max_position_embeddings = {max_position} / {original} = "
+                           "{implicit:g}, not the config's factor={factor} (releases 4.51 to "
+                           "4.55 do; 4.56 went back to the factor). This result uses the "
+                           "factor, as the model's authors and later releases do: that "
+                           "transformers runs the model with other frequencies").format(
                                where=where, version=installed_transformers(),
                                max_position=max_position, original=original,
                                implicit=implicit, factor=factor))
-            params["factor"] = implicit
-            factor = implicit
     elif rope_type == "yarn" and factor is not None and max_position and original:
         implicit = max_position / original
         if implicit not in (factor, 1):
