@@ -185,8 +185,9 @@ def document_starts(position_ids) -> torch.Tensor:
     """Where transformers' varlen (flash) attention path thinks documents start in a packed
     row: its ``cu_seqlens``, read off the position ids (every restart opens a document).
 
-    5.x (and 4.55): ``prepare_fa_kwargs_from_position_ids``; 4.x:
-    ``prepare_fa2_from_position_ids`` (4.54: ``_prepare_from_posids``).
+    5.x (and 4.55): ``prepare_fa_kwargs_from_position_ids``; 4.54: ``_prepare_from_posids``;
+    4.53: ``_prepare_flash_attention_from_position_ids``; older 4.x:
+    ``prepare_fa2_from_position_ids``.
     Both are plain torch; no flash-attn kernel is needed to call them.
     """
     from transformers import modeling_flash_attention_utils as flash
@@ -194,9 +195,10 @@ def document_starts(position_ids) -> torch.Tensor:
     if hasattr(flash, "prepare_fa_kwargs_from_position_ids"):
         (starts, _), _ = flash.prepare_fa_kwargs_from_position_ids(position_ids)
         return starts.long()
-    # 4.x: prepare_fa2_from_position_ids; 4.54 has only its private successor
-    prepare = (getattr(flash, "prepare_fa2_from_position_ids", None)
-               or flash._prepare_from_posids)
+    # the newest name first: each older one warns (FutureWarning) in the release after
+    prepare = next(getattr(flash, name) for name in (
+        "_prepare_from_posids", "_prepare_flash_attention_from_position_ids",
+        "prepare_fa2_from_position_ids") if hasattr(flash, name))
     seq = position_ids.shape[-1]
     dummy = torch.zeros(1, seq, 1, 2)
     *_, (starts, _), _ = prepare(dummy, dummy, dummy, position_ids)
