@@ -132,7 +132,8 @@ def run(version: str, cache: Path, write_rules: bool, tests: list[str]) -> dict:
     done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "-rfEP", *tests], cwd=ROOT, env=env, capture_output=True, text=True)
     lines = done.stdout.strip().splitlines()
-    failed = [line.split(" - ")[0].removeprefix("FAILED ").removeprefix("ERROR ")
+    # "test id - first line of the error", as pytest's short summary gives it
+    failed = [line.removeprefix("FAILED ").removeprefix("ERROR ")
               for line in lines if line.startswith(("FAILED ", "ERROR "))]
     counts = re.findall(r"transformers \S+ object\s*: (\{.*\})", done.stdout)
     return {"transformers": version, "ok": done.returncode == 0,
