@@ -554,3 +554,20 @@ def test_text_config_loops_and_towers_get_one_clear_error():
         deep = {"model_type": "llava", "text_config": deep}
     with pytest.raises(ValueError, match="nested more than 8 levels deep"):
         hf.inv_freq_from_config(deep)
+
+
+@pytest.mark.parametrize(("model_type", "inside", "outside"), [
+    ("zamba2", "4.53.3", "4.54.1"), ("musicflamingo", "5.5.4", "5.6.2")])
+def test_a_model_type_one_release_builds_its_own_way_is_refused_there(model_type, inside,
+                                                                        outside, monkeypatch):
+    """The release sweep (scripts/transformers_releases.py) found them: Zamba2 before 4.54
+    sizes its rotary embedding by attention_head_dim, 5.5's MusicFlamingo reads its top-level
+    config. There one clear error names the release; the next release reads them again."""
+    config = {"model_type": model_type, "hidden_size": 128, "num_attention_heads": 2}
+    monkeypatch.setattr(config_module, "installed_transformers", lambda: inside)
+    with pytest.raises(hf.UnsupportedRopeError,
+                       match=rf"^{model_type}: not supported with transformers {inside}, "):
+        hf.inv_freq_from_config(config)
+    monkeypatch.setattr(config_module, "installed_transformers", lambda: outside)
+    freqs, _ = hf.inv_freq_from_config(config)
+    assert freqs.ndim == 1 and len(freqs) > 0

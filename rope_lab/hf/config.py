@@ -104,6 +104,10 @@ MODEL_SPECIFIC_IN = {
     "zamba2": ("4.49.0", "4.54.0", "transformers before 4.54 builds its rotary embedding with "
                                    "dim = attention_head_dim (2 × hidden_size / heads), which "
                                    "its config does not name as head_dim"),
+    "musicflamingo": ("5.5.0", "5.6.0", "its rotary time embedding reads the top-level config "
+                                        "(head_dim 1280), whose RoPE defaults equal its text "
+                                        "model's in this release, so a file without RoPE keys "
+                                        "cannot tell which one is meant"),
 }
 # Per type, the block keys that need the trained length L.
 NEEDS_ORIGINAL = ("yarn", "longrope", "llama3")
@@ -691,8 +695,19 @@ def _generic_note(fields: _Fields) -> str:
              "reads it), not one transformers applies to this model").format(what=what)
 
 
+def _refuse_in_release(model_type) -> None:
+    """One clear error where the installed release builds ``model_type`` its own way
+    (:data:`MODEL_SPECIFIC_IN`)."""
+    since, until, why = MODEL_SPECIFIC_IN.get(model_type, ("0", "0", ""))
+    if _installed_between(since, until):
+        raise UnsupportedRopeError(f"{model_type}: not supported with transformers "
+                                   f"{installed_transformers()}, {why}")
+
+
 def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
     """The RopeSpec for ``layer_type`` (None for a NoPE layer type) and warnings."""
+    _refuse_in_release(config.get("model_type") if isinstance(config, Mapping)
+                       else getattr(config, "model_type", None))  # the file's own type
     fields = _text_fields(config)
     model_type = fields.model_type
     notes: list[str] = []
@@ -700,10 +715,7 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
         notes.append(_generic_note(fields))
     if model_type in MODEL_SPECIFIC:
         raise UnsupportedRopeError(f"{model_type}: not supported, {MODEL_SPECIFIC[model_type]}")
-    since, until, why = MODEL_SPECIFIC_IN.get(model_type, ("0", "0", ""))
-    if _installed_between(since, until):
-        raise UnsupportedRopeError(f"{model_type}: not supported with transformers "
-                                   f"{installed_transformers()}, {why}")
+    _refuse_in_release(model_type)  # the type of the text config read from it
     rules = fields.rules or {}
     in_code = _rotary_dim_in_code(fields)
     if in_code:
