@@ -557,12 +557,14 @@ def test_text_config_loops_and_towers_get_one_clear_error():
 
 
 @pytest.mark.parametrize(("model_type", "inside", "outside"), [
-    ("zamba2", "4.53.3", "4.54.1"), ("musicflamingo", "5.5.4", "5.6.2")])
+    ("zamba2", "4.53.3", "4.54.1"), ("musicflamingo", "5.5.4", "5.6.2"),
+    ("cosmos3_edge_text", "5.16.1", "5.17.0")])
 def test_a_model_type_one_release_builds_its_own_way_is_refused_there(model_type, inside,
                                                                         outside, monkeypatch):
     """The release sweep (scripts/transformers_releases.py) found them: Zamba2 before 4.54
     sizes its rotary embedding by attention_head_dim, 5.5's MusicFlamingo reads its top-level
-    config. There one clear error names the release; the next release reads them again."""
+    config, Cosmos3-Edge before 5.17 masks its frequencies per axis. There one clear error
+    names the release; the next release reads them again."""
     config = {"model_type": model_type, "hidden_size": 128, "num_attention_heads": 2}
     monkeypatch.setattr(config_module, "installed_transformers", lambda: inside)
     with pytest.raises(hf.UnsupportedRopeError,

@@ -104,6 +104,9 @@ MODEL_SPECIFIC_IN = {
     "zamba2": ("4.49.0", "4.54.0", "transformers before 4.54 builds its rotary embedding with "
                                    "dim = attention_head_dim (2 × hidden_size / heads), which "
                                    "its config does not name as head_dim"),
+    **dict.fromkeys(("cosmos3_edge", "cosmos3_edge_text"), (
+        "5.0.0", "5.17.0", "transformers before 5.17 builds its inverse frequencies as an "
+                           "axis-masked (3, d/2) matrix for its 3-D M-RoPE")),
     "musicflamingo": ("5.5.0", "5.6.0", "its rotary time embedding reads the top-level config "
                                         "(head_dim 1280), whose RoPE defaults equal its text "
                                         "model's in this release, so a file without RoPE keys "
