@@ -573,3 +573,11 @@ def test_a_model_type_one_release_builds_its_own_way_is_refused_there(model_type
     monkeypatch.setattr(config_module, "installed_transformers", lambda: outside)
     freqs, _ = hf.inv_freq_from_config(config)
     assert freqs.ndim == 1 and len(freqs) > 0
+
+
+def test_a_model_type_that_is_not_a_string_gets_the_clear_error():
+    """The in-release refusals look the type up first: a list there must still meet the
+    one error that names the key (not Python's "unhashable type")."""
+    with pytest.raises(TypeError, match=r"\['model_type'\] must be a string, got \['llama'\]"):
+        hf.inv_freq_from_config({"model_type": ["llama"], "hidden_size": 64,
+                                 "num_attention_heads": 2})
