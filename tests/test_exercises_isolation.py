@@ -202,6 +202,35 @@ def test_parallel_torch_in_the_child_does_not_hang(capsys):
     assert torch.get_num_threads() >= 1  # the parent's own setting is untouched
 
 
+@FORK
+def test_a_lock_held_by_a_parent_thread_at_the_fork_does_not_hang_the_child(capsys,
+                                                                           monkeypatch):
+    # tqdm's monitor thread (started by any progress bar, in a notebook or a test session)
+    # takes tqdm's lock every 10 s; a child forked in that moment inherits it locked, with no
+    # thread left to release it. 05.3's grader calls decay.minimum_base, which must not touch
+    # tqdm for a search too short to show a bar.
+    from tqdm.auto import tqdm
+
+    monkeypatch.setattr(grading, "TIME_LIMIT_S", 2.0)
+    held, release = threading.Event(), threading.Event()
+
+    def monitor():
+        with tqdm.get_lock():
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=monitor, daemon=True)
+    thread.start()
+    held.wait(5)
+    try:
+        verdict, out, *_ = _grade(capsys, exercises.check_minimum_base, rl.decay.minimum_base,
+                                  seed=3)
+    finally:
+        release.set()
+        thread.join()
+    assert verdict, out
+
+
 def test_isolation_falls_back_where_a_fork_is_unsafe(monkeypatch):
     monkeypatch.setattr(grading, "ISOLATION", "auto")
     monkeypatch.setattr(grading.torch.cuda, "is_initialized", lambda: True)
