@@ -37,6 +37,8 @@ from pathlib import Path
 
 import tomllib
 
+from rope_lab.hf.config import _version_key as _key  # how rope_lab orders releases
+
 ROOT = Path(__file__).resolve().parents[1]
 # A test file depends on the release when it imports transformers (or tests/hf_compat), or
 # uses rope_lab.hf, whose rules file is chosen by the installed release.
@@ -55,10 +57,6 @@ def release_tests(all_tests: bool = False) -> list[str]:
                    for path in (ROOT / "tests").glob("test_*.py")
                    if DEPENDS.search(path.read_text(encoding="utf-8")))
     return found if all_tests else [name for name in found if name not in SLOW]
-
-
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
 
 
 def lower_bound() -> str:

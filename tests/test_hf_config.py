@@ -581,3 +581,20 @@ def test_a_model_type_that_is_not_a_string_gets_the_clear_error():
     with pytest.raises(TypeError, match=r"\['model_type'\] must be a string, got \['llama'\]"):
         hf.inv_freq_from_config({"model_type": ["llama"], "hidden_size": 64,
                                  "num_attention_heads": 2})
+
+
+def test_each_release_reads_with_the_rules_of_its_closest_release():
+    """A patch release takes its minor release's file, a release past the files the newest
+    of its major series, and a major series without files the nearest end: transformers 6
+    must not read with 5.0's rules because both minors are small (it did)."""
+    from packaging.version import Version
+
+    files = sorted(config_module.available_rules(), key=Version)
+    fives = [v for v in files if Version(v).major == 5]
+    minor_10 = next(v for v in files if v.startswith("5.10."))
+    assert config_module.rules_version("5.10.0") == minor_10
+    assert config_module.rules_version("5.99.0") == fives[-1]
+    assert config_module.rules_version("6.0.0") == files[-1]
+    assert config_module.rules_version("6.3.1") == files[-1]
+    assert config_module.rules_version("3.9.0") == files[0]
+    assert all(config_module.rules_version(v) == v for v in files)

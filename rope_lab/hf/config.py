@@ -179,15 +179,19 @@ def installed_transformers() -> str | None:
 
 def rules_version(installed: str | None = None) -> str:
     """Which release's rules describe ``installed`` (default: the installed transformers):
-    the closest release with a rules file in the same major series, so transformers 4.50
-    reads with 4.45's or 4.57's rules and 5.10 with 5.23's; without transformers, the pinned
-    release."""
+    the closest release with a rules file in the same major series, so a patch release
+    reads with its minor release's rules (5.10.0 with 5.10.4's) and a release newer than
+    every file with the newest of its series (5.30 with 5.24's); a major series with no file
+    reads with the nearest end (6.x with the newest, 3.x with the oldest). Without
+    transformers, the pinned release."""
     available = available_rules()
     installed = installed or installed_transformers() or PINNED_TRANSFORMERS
     if installed in available:
         return installed
     key = _version_key(installed)
-    same = [v for v in available if _version_key(v)[0] == key[0]] or available
+    same = [v for v in available if _version_key(v)[0] == key[0]]
+    if not same:  # minor numbers of another major series say nothing about distance
+        return available[-1] if key > _version_key(available[-1]) else available[0]
     return min(same, key=lambda v: (abs(_version_key(v)[1] - key[1]), _version_key(v)))
 
 

@@ -188,7 +188,7 @@ def document_starts(position_ids) -> torch.Tensor:
     5.x (and 4.55): ``prepare_fa_kwargs_from_position_ids``; 4.54: ``_prepare_from_posids``;
     4.53: ``_prepare_flash_attention_from_position_ids``; older 4.x:
     ``prepare_fa2_from_position_ids``.
-    Both are plain torch; no flash-attn kernel is needed to call them.
+    All are plain torch; no flash-attn kernel is needed to call them.
     """
     from transformers import modeling_flash_attention_utils as flash
 
