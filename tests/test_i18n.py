@@ -88,6 +88,55 @@ def test_the_committed_chinese_edition_is_what_the_build_makes():
                           "build`) and commit what it writes")
 
 
+@pytest.mark.skipif(not (catalogs.ROOT / ".git").exists(), reason="not a git checkout")
+def test_a_chinese_notebook_run_and_saved_in_class_is_still_what_the_build_makes(tmp_path):
+    """The README's path in Chinese: `make lab`, Run All and save (outputs, execution counts,
+    the kernel's language_info, a checkpoint copy), then `make test`. git's filter strips what
+    the class saved, so the edition is not stale, the build keeps the class's outputs, and a
+    real edit still shows."""
+    pytest.importorskip("nbstripout")
+    from test_project import clean_filter  # the filter `make` sets up
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(catalogs.ROOT), str(clone)], check=True)
+    for key, value in (("clean", clean_filter()), ("smudge", "cat")):
+        subprocess.run(["git", "config", f"filter.nbstripout.{key}", value], cwd=clone,
+                       check=True)
+    def run_and_save(path, printed):  # what executing and saving adds to a notebook
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        code = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
+        code["execution_count"] = 1
+        code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": [printed]}]
+        code["metadata"]["execution"] = {"iopub.status.idle": "2026-11-26T16:18:11.078010Z"}
+        notebook["metadata"]["language_info"] = {"name": "python", "version": "3.12.1"}
+        saved = json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+        path.write_text(saved, encoding="utf-8")
+        return notebook, code, saved
+
+    run_and_save(clone / "notebooks" / "00_start_here.ipynb", "ran in class\n")
+    path = clone / "notebooks" / "zh_CN" / "00_start_here.ipynb"
+    notebook, code, saved = run_and_save(path, "课堂上运行\n")
+    (path.parent / ".ipynb_checkpoints").mkdir()
+    (path.parent / ".ipynb_checkpoints" / "00_start_here-checkpoint.ipynb").write_text(
+        saved, encoding="utf-8")
+    assert catalogs.stale_outputs(clone) == []
+    assert catalogs.build(clone) == [] and path.read_text(encoding="utf-8") == saved
+    code["source"] = ["print('改过')\n"]  # a hand edit: git would commit it
+    path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert catalogs.stale_outputs(clone) == [
+        "notebooks/zh_CN/00_start_here.ipynb: differs from what the build makes (edited by "
+        "hand, or the English notebook or its catalog changed since the last build)"]
+
+
+def test_the_build_strips_notebooks_with_the_options_of_gits_filter():
+    """catalogs.stored_notebook runs nbstripout with the options the Makefile gives git's
+    clean filter: the same notebook as git would store it."""
+    makefile = (catalogs.ROOT / "Makefile").read_text()
+    command = re.search(r"^NBSTRIPOUT\s*:?=\s*(.+)$", makefile, re.M)[1]
+    program, options = command.split(" -m nbstripout ")
+    assert program.endswith("$(PY))'") and options.split() == [*catalogs.CLEAN_FILTER_OPTIONS]
+
+
 @pytest.mark.parametrize("po", NOTEBOOK_CATALOGS, ids=lambda p: p.stem)
 def test_the_chinese_code_is_the_english_code(po):
     english = catalogs.english_source(po.stem)

@@ -382,8 +382,12 @@ def linker(english: Path, translated_stems: set[str], root: Path = ROOT) -> text
 
 def build_notebook(english: Path, catalog: Catalog, translated_stems: set[str],
                    root: Path = ROOT) -> dict:
-    """The Chinese notebook made from ``english`` and ``catalog``."""
-    notebook = json.loads(english.read_text(encoding="utf-8"))
+    """The Chinese notebook made from ``english`` and ``catalog``.
+
+    Made from the English notebook as git stores it (:func:`stored_notebook`): one run and
+    saved in class lends the Chinese edition none of its outputs, counts or timings.
+    """
+    notebook = stored_notebook(english)
 
     def translate(message: text.Message) -> str | None:
         return translation(catalog, message.msgid)
@@ -394,6 +398,43 @@ def build_notebook(english: Path, catalog: Catalog, translated_stems: set[str],
         "language": LOCALE, "source": english.relative_to(root).as_posix(),
         "generated": GENERATED}
     return result
+
+
+# The options of git's clean filter for notebooks (the Makefile's NBSTRIPOUT; tests/test_i18n.py
+# checks that the two agree): cell ids stay, the kernel's language_info goes.
+CLEAN_FILTER_OPTIONS = ("--keep-id", "--extra-keys", "metadata.language_info")
+
+
+def stored_notebook(path: Path) -> dict:
+    """The notebook at ``path`` as git stores it: the file itself where git's index holds
+    exactly it, else the file through nbstripout with the clean filter's options (which
+    drops the outputs, execution counts and timings that running it adds)."""
+    import subprocess
+
+    data = path.read_bytes()
+    if _blob_id(data) != _index_blob_id(path):
+        data = subprocess.run([sys.executable, "-m", "nbstripout", *CLEAN_FILTER_OPTIONS],
+                              input=data, capture_output=True, check=True).stdout
+    return json.loads(data.decode("utf-8"))
+
+
+def _blob_id(data: bytes) -> str:
+    """The id git gives a file holding ``data``."""
+    import hashlib
+
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _index_blob_id(path: Path) -> str | None:
+    """The id of what git's index holds for ``path``; None outside a checkout."""
+    import subprocess
+
+    try:
+        listed = subprocess.run(["git", "ls-files", "--stage", "--", path.name],
+                                cwd=path.parent, capture_output=True, text=True).stdout
+    except OSError:  # no git
+        return None
+    return listed.split()[1] if listed.strip() else None
 
 
 def build_document(english: Path, catalog: Catalog, translated_stems: set[str],
@@ -548,7 +589,26 @@ def _same(path: Path, content: bytes) -> bool:
         return False
     if path.suffix == ".mo":  # the same messages; the header names the Babel version
         return mo_messages(path.read_bytes()) == mo_messages(content)
-    return path.read_bytes() == content
+    return path.read_bytes() == content or (path.suffix == ".ipynb"
+                                            and _stored_as(path, content))
+
+
+def _stored_as(path: Path, content: bytes) -> bool:
+    """Whether git would store the working file ``path`` as ``content``.
+
+    A Chinese notebook run and saved in class holds outputs and the kernel's metadata, which
+    git's clean filter (nbstripout, set up by ``make``; see .gitattributes) strips on commit:
+    ``git hash-object`` runs the file through that filter. Outside a git checkout, or
+    without git, nothing strips them: False.
+    """
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "hash-object", "--", path.name], cwd=path.parent,
+                              capture_output=True, text=True)
+    except OSError:  # no git
+        return False
+    return done.returncode == 0 and done.stdout.strip() == _blob_id(content)
 
 
 def stale_outputs(root: Path = ROOT) -> list[str]:
@@ -560,9 +620,11 @@ def stale_outputs(root: Path = ROOT) -> list[str]:
         for path, content in expected.items() if not _same(path, content)]
     built = root / OUTPUT_DIR.relative_to(ROOT)
     if built.exists():
+        from rope_lab.course import notebook_files  # leaves out JupyterLab's checkpoint copies
+
         problems += [f"{path.relative_to(root)}: not made by the build (no catalog for it)"
-                     for path in sorted(built.rglob("*")) if path.is_file()
-                     and path not in expected and "ipynb_checkpoints" not in path.parts]
+                     for path in notebook_files(built, "*", recursive=True)
+                     if path not in expected]
     return problems
 
 
