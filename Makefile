@@ -12,6 +12,8 @@
 #   TORCH=cpu   on Linux, take torch's CPU-only build from PyTorch's own index instead of
 #               PyPI's default build with its ~3 GB of CUDA libraries
 #   INSTALLER=pip   install everything with pip (default: pip for torch, uv for the rest)
+#   KEEP_NOX=1  make compat keeps each nox session's environment in .nox/ (about 3 GB each)
+#               for the next run, instead of removing it once the session passes
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -93,9 +95,17 @@ browser: install-test chromium
 	$(PY) -m pytest -p no:cacheprovider tests/browser
 
 # The oldest versions pyproject.toml allows, Google Colab's stack and the newest releases,
-# each in its own virtual environment under .nox/, running the unit tests and every English notebook.
+# each in its own virtual environment under .nox/, running the unit tests and every English
+# notebook. One session at a time, and a session's environment (about 3 GB: torch, triton
+# and the rest) is removed once it passes, so the disk needs room for .venv and one session,
+# not three (a CI run once filled its disk on the third). A failed session's environment
+# stays, for `.venv/bin/nox -s NAME` to rerun in; KEEP_NOX=1 keeps them all.
+NOX_SESSIONS := oldest colab newest
 compat: install-test
-	$(if $(filter cpu,$(TORCH)),ROPE_LAB_TORCH_INDEX=$(TORCH_CPU_INDEX)) $(VENV)/bin/nox --no-color
+	@for session in $(NOX_SESSIONS); do \
+		$(if $(filter cpu,$(TORCH)),ROPE_LAB_TORCH_INDEX=$(TORCH_CPU_INDEX)) $(VENV)/bin/nox --no-color -s $$session || exit 1; \
+		$(if $(KEEP_NOX),,rm -rf .nox/$$session;) \
+	done
 
 # Debian's chromium, installed only when /usr/bin/chromium is missing. That needs root (CI
 # runs as root); anyone else gets a message and the browser test skips (under CI=true it fails).

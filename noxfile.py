@@ -13,13 +13,18 @@ every notebook (course and solutions).
   sees it. torch is the exception, see :func:`newest`.
 
 Run one with ``.venv/bin/nox -s oldest`` (or ``make compat`` for all three). The virtual
-environments live in ``.nox/`` and are reused between runs.
+environments live in ``.nox/`` and are reused between runs; ``make compat`` removes each
+one once its session passes (``KEEP_NOX=1`` keeps them). Each session first checks that the
+disk has room for its environment (:func:`check_disk`), so a full disk stops it at once
+with a message instead of pip's "No space left on device" half an hour into ``make test``.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import sys
 from pathlib import Path
 
 import nox
@@ -85,8 +90,46 @@ def lowest_versions() -> list[str]:
     return pins
 
 
+# A session's environment against the one that runs nox (.venv, which holds the same torch
+# and triton): 3.1 GB against 2.5 GB here, with the session's tmp/ (pytest, torch.compile's
+# cache). Measuring .venv, not a constant, follows torch's build: a CUDA build is 3 GB more.
+SESSION_PER_VENV = 1.3
+
+
+def _tree_bytes(path: Path) -> int:
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:  # a file removed while we walk
+                pass
+    return total
+
+
+def check_disk(name: str, location: Path, *, runner: Path = Path(sys.prefix)) -> None:
+    """Stop with one clear message when the disk cannot hold session ``name``'s environment.
+
+    Needed: :data:`SESSION_PER_VENV` times the environment running nox (``runner``), less
+    what ``location`` already holds from an earlier run.
+    """
+    needed = SESSION_PER_VENV * _tree_bytes(runner) - _tree_bytes(location)
+    existing = next(p for p in [location, *location.parents] if p.exists())
+    free = shutil.disk_usage(existing).free
+    if free < needed:
+        raise RuntimeError(
+            f"nox session {name!r} needs about {needed / 1e9:.1f} GB free for its environment "
+            f"in {location}, and the disk has {free / 1e9:.1f} GB free. Free some space "
+            f"(make clean removes .venv, .nox and build, here or in another clone of the course), "
+            f"or run the checks that need no more room: make lint unit notebooks browser")
+
+
 def _install_and_run(session: nox.Session, pins: list[str], *, newest: bool = False,
                      skip: list[str] = ()) -> None:
+    try:
+        check_disk(session.name, Path(session.virtualenv.location))
+    except RuntimeError as error:
+        session.error(str(error))
     constraints = Path(session.create_tmp()) / "constraints.txt"
     constraints.write_text("\n".join(pins) + "\n")
     # `make test TORCH=cpu` passes PyTorch's CPU index on, so no session pulls CUDA wheels
