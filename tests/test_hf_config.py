@@ -598,3 +598,7 @@ def test_each_release_reads_with_the_rules_of_its_closest_release():
     assert config_module.rules_version("6.3.1") == files[-1]
     assert config_module.rules_version("3.9.0") == files[0]
     assert all(config_module.rules_version(v) == v for v in files)
+    # a pre-release reads as the release it leads to (5.0.0rc1 read as 5.0.1 before)
+    assert config_module._version_key("5.0.0rc1") == (5, 0, 0)
+    assert config_module._version_key("4.57.0.dev0") == (4, 57, 0)
+    assert config_module._version_key("5.1") == (5, 1)

@@ -45,6 +45,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -157,10 +158,12 @@ def _yarn_factor_from_lengths() -> bool:
 
 
 def _version_key(version: str) -> tuple[int, ...]:
+    """(major, minor, patch) from a release's leading numbers: a pre-release or a dev build
+    ("5.0.0rc1", "4.57.0.dev0") reads as the release it leads to, not as a later patch."""
     parts = []
     for part in version.split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit()) or "0"
-        parts.append(int(digits))
+        digits = re.match(r"\d*", part).group()
+        parts.append(int(digits or 0))
     return tuple(parts)
 
 
