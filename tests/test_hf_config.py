@@ -494,9 +494,16 @@ def test_yarn_keeps_its_factor_and_warns_where_transformers_took_the_lengths(ins
         monkeypatch.setattr(config_module, "installed_transformers", lambda: "4.56.0")
         expected = hf.inv_freq_from_config(same)
     monkeypatch.setattr(config_module, "installed_transformers", lambda: installed)
-    with pytest.warns(UserWarning, match=rf"installed transformers {installed} computes YaRN "
-                      rf"with factor = .* = {L} / {L} = 1, not the config's factor=4.0"):
+    with pytest.warns(hf.ReleaseDiffersWarning, match=rf"installed transformers {installed} "
+                      rf"computes YaRN with factor = .* = {L} / {L} = 1, not the config's "
+                      rf"factor=4.0") as said:
         freqs, attention = hf.inv_freq_from_config(same)
+    # its own class (notebook 10 tells it from the notes on keys so), still a UserWarning
+    assert [w.category for w in said] == [hf.ReleaseDiffersWarning]
+    assert issubclass(hf.ReleaseDiffersWarning, UserWarning)
+    with pytest.warns(UserWarning) as keys:  # a note on the config's keys keeps the base class
+        hf.inv_freq_from_config(new_schema({**rope, "factr": 2.0}, max_position_embeddings=L * 4))
+    assert keys and all(w.category is UserWarning for w in keys)
     assert torch.equal(freqs, expected[0]) and attention == expected[1]
     assert attention == pytest.approx(0.1 * math.log(4) + 1)  # YaRN's formula, factor 4
     plain = 1e4 ** (-torch.arange(0, HEAD, 2, dtype=torch.float64) / HEAD)

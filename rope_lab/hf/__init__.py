@@ -7,6 +7,7 @@ transformers config object.
 from rope_lab.hf.check import RotaryVerdict, check_rotary
 from rope_lab.hf.config import (
     ROPE_TYPES,
+    ReleaseDiffersWarning,
     RopeSpec,
     UnsupportedRopeError,
     config_warnings,
@@ -23,6 +24,7 @@ from rope_lab.hf.positions import (
 
 __all__: list[str] = [
     "ROPE_TYPES",
+    "ReleaseDiffersWarning",
     "RopeSpec",
     "UnsupportedRopeError",
     "config_warnings",

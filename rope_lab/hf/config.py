@@ -130,6 +130,22 @@ class UnsupportedRopeError(ValueError):
     """A config whose RoPE this module cannot reproduce exactly (named in the message)."""
 
 
+class ReleaseDiffersWarning(UserWarning):
+    """The installed transformers runs this config with other frequencies than the result
+    (which follows the model's meaning): YaRN's factor in releases 4.51 to 4.55. Its own
+    class, so a caller can tell it from the warnings about the config's keys."""
+
+
+class _Note(str):
+    """A warning's text with the category :func:`inv_freq_from_config` warns it with."""
+
+    category: type[Warning] = UserWarning
+
+
+class _ReleaseNote(_Note):
+    category = ReleaseDiffersWarning
+
+
 # The transformers release the course pins (constraints.txt): its rules are used when
 # transformers is not installed.
 PINNED_TRANSFORMERS = "5.23.0"
@@ -943,7 +959,7 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
         implicit = max_position / _number(block["original_max_position_embeddings"],
                                           "original_max_position_embeddings", minimum=1)
         if implicit != factor:
-            notes.append(_("{where}: the installed transformers {version} computes YaRN with "
+            note = _("{where}: the installed transformers {version} computes YaRN with "
                            "factor = max_position_embeddings / "
                            "original_max_position_embeddings = {max_position} / {original} = "
                            "{implicit:g}, not the config's factor={factor} (releases 4.51 to "
@@ -952,7 +968,8 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
                            "transformers runs the model with other frequencies").format(
                                where=where, version=installed_transformers(),
                                max_position=max_position, original=original,
-                               implicit=implicit, factor=factor))
+                               implicit=implicit, factor=factor)
+            notes.append(_ReleaseNote(note))
     elif rope_type == "yarn" and factor is not None and max_position and original:
         implicit = max_position / original
         if implicit not in (factor, 1):
@@ -1018,11 +1035,12 @@ def inv_freq_from_config(config, layer_type: str | None = None, seq_len: int | N
     transformers would ignore (typos, another type's options, a partial_rotary_factor the
     model's plain RoPE never reads), values it guesses (no original_max_position_embeddings,
     a YaRN factor its lengths contradict), and a model type transformers does not know, read
-    with the generic rule.
+    with the generic rule. :class:`ReleaseDiffersWarning` (a UserWarning): the installed
+    transformers release runs the model with other frequencies (YaRN in 4.51 to 4.55).
     """
     spec, notes = _resolve(config, layer_type)
     for note in notes:
-        warnings.warn(note, stacklevel=2)
+        warnings.warn(note, getattr(note, "category", UserWarning), stacklevel=2)
     if spec is None:
         raise ValueError(f"{layer_type!r} layers of {spec_model(config)} have no RoPE "
                          f"(their rope parameters are null)")
