@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -133,8 +134,10 @@ def test_the_build_strips_notebooks_with_the_options_of_gits_filter():
     clean filter: the same notebook as git would store it."""
     makefile = (catalogs.ROOT / "Makefile").read_text()
     command = re.search(r"^NBSTRIPOUT\s*:?=\s*(.+)$", makefile, re.M)[1]
-    program, options = command.split(" -m nbstripout ")
-    assert program.endswith("$(PY))'") and options.split() == [*catalogs.CLEAN_FILTER_OPTIONS]
+    options = re.search(r"^NBSTRIPOUT_ARGS\s*:?=\s*(.+)$", makefile, re.M)[1]
+    program, arguments = command.split(" -m nbstripout ")
+    assert program.endswith("$(PY))'") and arguments.strip() == "$(NBSTRIPOUT_ARGS)"
+    assert shlex.split(options) == [*catalogs.CLEAN_FILTER_OPTIONS]
 
 
 @pytest.mark.parametrize("po", NOTEBOOK_CATALOGS, ids=lambda p: p.stem)

@@ -209,12 +209,27 @@ def test_notebook_outputs_are_stripped(path):
     assert not dirty, f"{path.name}: cells {dirty} have outputs or execution counts"
 
 
+def _makefile_variable(name: str) -> str:
+    return re.search(rf"^{name}\s*:?=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)[1].strip()
+
+
 def clean_filter() -> str:
     """The clean filter `make` sets up (the Makefile's NBSTRIPOUT), for this Python."""
     makefile = (ROOT / "Makefile").read_text()
-    command = re.search(r"^NBSTRIPOUT\s*:?=\s*(.+)$", makefile, re.M)[1].strip()
     assert "$(NBSTRIPOUT)" in makefile.split("notebook-filter:", 1)[1].split("\n\n")[0]
-    return command.replace("'$(abspath $(PY))'", f"'{sys.executable}'")
+    return (_makefile_variable("NBSTRIPOUT")
+            .replace("$(NBSTRIPOUT_ARGS)", _makefile_variable("NBSTRIPOUT_ARGS"))
+            .replace("'$(abspath $(PY))'", f"'{sys.executable}'"))
+
+
+def process_filter() -> str:
+    """The long-running filter `make` sets up (the Makefile's NOTEBOOK_FILTER)."""
+    makefile = (ROOT / "Makefile").read_text()
+    assert "$(NOTEBOOK_FILTER)" in makefile.split("notebook-filter:", 1)[1].split("\n\n")[0]
+    return (_makefile_variable("NOTEBOOK_FILTER")
+            .replace("$(NBSTRIPOUT_ARGS)", _makefile_variable("NBSTRIPOUT_ARGS"))
+            .replace("'$(abspath $(PY))'", f"'{sys.executable}'")
+            .replace("$(abspath scripts/", f"{ROOT / 'scripts'}/").replace(".py)'", ".py'"))
 
 
 def stored_notebooks() -> dict[str, str]:
@@ -325,46 +340,6 @@ def test_make_lab_configures_jupyterlab_from_lab():
     overrides = json.loads((ROOT / "lab" / "labconfig" / "default_setting_overrides.json")
                            .read_text())
     assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
-
-
-@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
-def test_a_saved_notebook_is_clean_in_git_status_and_an_edited_one_is_not(tmp_path):
-    """git status lists a notebook whose size changed as modified without running the clean
-    filter; the lab's post-save hook makes git compare content instead."""
-    pytest.importorskip("nbstripout")
-    lab = lab_config()
-    hook = lab["namespace"]["git_compares_saved_notebooks"]
-    assert lab["config"].ContentsManager.post_save_hook is hook
-    _git("init", "-q", cwd=tmp_path, check=True)
-    (tmp_path / ".gitattributes").write_text((ROOT / ".gitattributes").read_text())
-    _git("config", "filter.nbstripout.clean", clean_filter(), cwd=tmp_path, check=True)
-    _git("config", "filter.nbstripout.smudge", "cat", cwd=tmp_path, check=True)
-    (tmp_path / "sub dir").mkdir()
-    path = tmp_path / "sub dir" / "00.ipynb"
-    path.write_text((ROOT / "notebooks" / "00_start_here.ipynb").read_text())
-    _git("add", "-A", cwd=tmp_path, check=True)
-    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x", cwd=tmp_path,
-         check=True)
-    notebook = json.loads(path.read_text())
-    code = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
-    code["execution_count"] = 1
-    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["ran\n"]}]
-    path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-
-    def status() -> str:
-        return _git("status", "--porcelain", cwd=tmp_path, check=True).stdout
-
-    assert status() == ' M "sub dir/00.ipynb"\n'  # git's size shortcut: the hook's reason
-    assert _git("diff", "--quiet", cwd=tmp_path).returncode == 0  # the content is unchanged
-    hook(model={"type": "notebook"}, os_path=str(path), contents_manager=None)
-    assert status() == ""
-    assert _git("diff", "--cached", "--quiet", cwd=tmp_path).returncode == 0  # nothing staged
-    notebook["cells"][1]["source"] = ["# edited in class\n"]
-    path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    hook(model={"type": "notebook"}, os_path=str(path), contents_manager=None)
-    assert status() == ' M "sub dir/00.ipynb"\n'  # a real edit still shows
-    hook(model={"type": "file"}, os_path=str(tmp_path / "x.txt"), contents_manager=None)
-    hook(model={"type": "notebook"}, os_path="/nonexistent/x.ipynb", contents_manager=None)
 
 
 def test_readme_shows_the_two_commands_and_every_notebook():
