@@ -23,7 +23,8 @@ the ``jupyter-server-mathjax`` package (the ``book`` extra), and the Chinese wor
 course, in prose, code and outputs, render from the font shipped in ``rope_lab/book_assets/``
 (made by ``scripts/cjk_font.py``; the same CSS gives it to JupyterLab under ``make lab``), so
 no CDN and no system CJK font are needed. Printed outputs are set in the code's monospace
-font. Notebooks run with encrypted kernel connections (:func:`kernel_config`).
+font. Notebooks run through :mod:`rope_lab.runner` (several at once, encrypted kernel
+connections, a run reused while the notebook and the package are unchanged).
 
 Importing this module is cheap; nbformat, nbclient and nbconvert are imported only when a
 book is built.
@@ -43,7 +44,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rope_lab import course
+from rope_lab import course, runner
 from rope_lab.course import COLAB_CELL, NOTEBOOKS, REF, REPOSITORY, colab_url, notebook_files
 from rope_lab.i18n import LANGUAGES, N_, _, using_language
 
@@ -512,49 +513,6 @@ def navigation(notebook: Path, order: list[Path], pages: set[str] = frozenset())
 
 # --- building -------------------------------------------------------------------------------
 
-def execute(nb, notebook: Path, *, timeout: int = 300):
-    """Run every cell (in the notebook's folder) and keep the widget state."""
-    from nbclient import NotebookClient
-    from nbclient.output_widget import OutputWidget
-
-    class CapturingOutput(OutputWidget):
-        """nbclient's stand-in for a front end's Output widget, minus the echo to the kernel.
-
-        nbclient sends the captured outputs back to the kernel on the shell channel while it
-        waits for the cell's reply on that same channel; now and then the reply then goes
-        unnoticed until the cell timeout (nbclient issue #312). A static page needs no echo:
-        the captured outputs still reach the saved widget state.
-        """
-
-        def sync_state(self):
-            pass
-
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            store_widget_state=True, config=kernel_config(),
-                            resources={"metadata": {"path": str(notebook.parent)}})
-    client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = CapturingOutput
-    client.execute()
-    return nb
-
-
-def kernel_config():
-    """Kernel settings for executing notebooks: CurveZMQ-encrypted connections.
-
-    The kernel and its client talk over local TCP sockets. jupyter_client 8.10+ can hand the
-    kernel encryption keys (ipykernel 7 declares it takes them); without them ipykernel 7
-    warns at every start that the connection is "susceptible to eavesdropping". Older
-    versions neither encrypt nor warn: nothing to set.
-    """
-    import zmq
-    from jupyter_client.manager import KernelManager
-    from traitlets.config import Config
-
-    config = Config()
-    if "transport_encryption" in KernelManager.class_trait_names() and zmq.has("curve"):
-        config.KernelManager.transport_encryption = "auto"
-    return config
-
-
 def local_links(nb, pages: set[str], here: str = "index.html") -> None:
     """Point the outputs' links to a notebook (notebook 00's course map: its Colab link once
     the course is published, the notebook file until then) at its page of the book instead:
@@ -585,17 +543,19 @@ def local_links(nb, pages: set[str], here: str = "index.html") -> None:
 
 
 def render_page(notebook: Path, order: list[Path], pages: set[str], *,
-                run: bool = True) -> str:
-    """One notebook as a standalone HTML page (executed, widgets frozen, links fixed), with
-    the chrome in the current language; ``order`` is its edition's notebooks and ``pages``
-    the book's site paths."""
+                executed=None) -> str:
+    """One notebook as a standalone HTML page (widgets frozen, links fixed), with the chrome
+    in the current language; ``executed`` is the notebook run (:mod:`rope_lab.runner`),
+    else it is shown as it is on disk. ``order`` is its edition's notebooks and ``pages`` the
+    book's site paths."""
+    import copy
+
     import nbformat
     from nbformat.v4 import new_markdown_cell
 
     here = page_name(notebook)
-    nb = nbformat.read(notebook, as_version=4)
-    if run:
-        execute(nb, notebook)
+    nb = copy.deepcopy(executed) if executed is not None else nbformat.read(notebook,
+                                                                              as_version=4)
     freeze_widgets(nb)
     local_links(nb, pages, here)
     # The Colab install cell does nothing for a reader of the static page.
@@ -656,11 +616,15 @@ BOOK_CSS = f""".rope-lab-language {{ float: right; margin-left: 1em; font-weight
 """
 
 # jupyter-server-mathjax ships MathJax's STIX-Web fonts only (not its default TeX fonts):
-# configured before MathJax.js loads, so it never asks for the missing ones. MathJax's
+# configured before MathJax.js loads, so it never asks for the missing ones. The combined
+# configuration picks MathJax's NativeMML output where the browser reads MathML (Chromium
+# does now), and NativeMML asks for TeX/otf/MathJax_AMS-Regular.otf on every page with
+# \mathbb (05's 𝔼): HTML-CSS, with STIX-Web, is asked for instead. MathJax's
 # "MathJax_Blank" probe font is loaded from about:blank by default, which Chromium refuses
 # from a page opened from disk, with a console error on every page; a local() source that
 # no machine has fails the same way (MathJax only needs it not to load), in silence.
-MATHJAX_FONTS = """<script>window.MathJax = {"HTML-CSS": {availableFonts: ["STIX-Web"],
+MATHJAX_FONTS = """<script>window.MathJax = {MMLorHTML: {prefer: "HTML"},
+  "HTML-CSS": {availableFonts: ["STIX-Web"],
   preferredFont: "STIX-Web", webFont: "STIX-Web", imageFont: null,
   styles: {"@font-face": {"font-family": "MathJax_Blank",
                           src: "local('rope_lab no such font')"}}}};</script>
@@ -779,8 +743,13 @@ def _where_online(edition: Edition = ENGLISH) -> str:
 
 def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
           run: bool = True, teaching: Path | None = NOTEBOOK_DIR / "TEACHING.md",
-          log=print) -> list[Path]:
+          log=print, cache: Path | None = runner.CACHE_DIR, progress: bool = False,
+          workers: int | None = None) -> list[Path]:
     """Write the site into ``out_dir`` (emptied first); return the notebook pages written.
+
+    With ``run``, every notebook is executed first by :func:`rope_lab.runner.run_notebooks`
+    (``workers`` at a time, a run taken from ``cache`` where the notebook and the package
+    are unchanged since it was made; ``cache=None`` runs all).
 
     ``notebooks`` (default :func:`book_notebooks`, every edition) may mix editions: each
     notebook goes to its edition's folder (:func:`edition_of`). The English index and the
@@ -807,6 +776,11 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
         extra[edition]["claims.html"] = (N_("Claims of the source posts") if edition == ENGLISH
                                          else N_("Claims of the source posts (in English)"))
     mathjax = mathjax_source()  # before anything is deleted: fail early, say what to install
+    executed = {}
+    if run:
+        log(f"running {len(order)} notebooks")
+        executed = {result.path: result.notebook for result in runner.run_notebooks(
+            order, workers=workers, cache=cache, progress=progress)}
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
@@ -818,7 +792,8 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
             for notebook in listed:
                 log(f"rendering {page_name(notebook)}")
                 target = out_dir / page_name(notebook)
-                target.write_text(render_page(notebook, listed, pages, run=run),
+                target.write_text(render_page(notebook, listed, pages,
+                                              executed=executed.get(Path(notebook))),
                                   encoding="utf-8")
                 written.append(target)
             if edition in guides:
@@ -957,6 +932,9 @@ def main(argv=None) -> int:
                              "and in each translation's folder, notebooks/zh_CN/); one in "
                              "notebooks/zh_CN/ goes to the Chinese edition")
     parser.add_argument("--out", type=Path, default=BOOK_DIR, help="output folder")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="run every notebook, even one whose run is in build/executed/ "
+                             "(kept there while the notebook and the package are unchanged)")
     parser.add_argument("--badges", action="store_true",
                         help="print the README's notebook table with Colab badges and stop")
     parser.add_argument("--set-repository", metavar="URL",
@@ -1003,7 +981,7 @@ def main(argv=None) -> int:
         print("no notebooks found in notebooks/; nothing to publish", file=sys.stderr)
         return 1
     try:
-        build(args.out, order)
+        build(args.out, order, progress=True, cache=None if args.no_cache else runner.CACHE_DIR)
     except MissingBookDependency as error:
         print(f"book: {error}", file=sys.stderr)
         return 1

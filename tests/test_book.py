@@ -215,21 +215,30 @@ def test_problems_finds_errors_missing_pages_and_broken_links(tmp_path):
 
 
 def test_the_book_of_the_course(tmp_path):
-    """`make book` on every notebook there is (the widget fixture while there are none)."""
-    notebooks = book.course_notebooks() or [FIXTURE]
+    """`make book`'s site for every notebook of the course, as the notebooks are on disk (the
+    executed book, both editions, is built and read in the browser stage:
+    tests/browser/test_book_pages.py)."""
+    notebooks = book.course_notebooks()
     out = tmp_path / "book"
-    book.build(out, notebooks, log=lambda _: None)
+    book.build(out, notebooks, run=False, log=lambda _: None)
     assert book.problems(out, notebooks) == []
     index = (out / "index.html").read_text()
     for notebook in notebooks:
-        page = (out / book.page_name(notebook)).read_text()
         assert f'href="{book.page_name(notebook)}"' in index
-        assert book.WIDGET_VIEW not in page, f"{notebook.name}: a widget was not frozen"
-        if notebook == FIXTURE:
-            # the static figure and the frozen panel
-            assert len(re.findall(r"<img[^>]*src=\"data:image/png;base64,", page)) == 2
     if (ROOT / "notebooks" / "TEACHING.md").exists():
         assert (out / "teaching.html").exists()
+
+
+@pytest.mark.slow
+def test_a_run_widget_is_frozen_into_its_figure(tmp_path):
+    """The widget fixture executed by the book's runner: its panel becomes a static PNG
+    beside the figure above it, and no widget view is left on the page."""
+    out = tmp_path / "book"
+    book.build(out, [FIXTURE], teaching=None, log=lambda _: None, cache=tmp_path / "cache")
+    assert book.problems(out, [FIXTURE]) == []
+    page = (out / book.page_name(FIXTURE)).read_text()
+    assert book.WIDGET_VIEW not in page
+    assert len(re.findall(r"<img[^>]*src=\"data:image/png;base64,", page)) == 2
 
 
 # --- the 简体中文 edition ------------------------------------------------------------------------
@@ -578,7 +587,9 @@ def test_notebooks_run_with_encrypted_kernel_connections():
     zmq = pytest.importorskip("zmq")
     from jupyter_client.manager import KernelManager
 
-    config = book.kernel_config()
+    from rope_lab import runner
+
+    config = runner.kernel_config()
     if "transport_encryption" in KernelManager.class_trait_names() and zmq.has("curve"):
         assert config.KernelManager.transport_encryption == "auto"
     else:
