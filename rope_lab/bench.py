@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 import rope_lab as rl
-from rope_lab import _ckernel, fast, rope
+from rope_lab import _atomic, _ckernel, fast, rope
 from rope_lab.i18n import N_, LazyText, lazy_gettext, using_language
 from rope_lab.i18n import gettext as _
 from rope_lab.timing import paired_ratios, provenance, quartiles, time_in_turns, time_round_robin
@@ -600,8 +600,8 @@ def _main_decode(argv) -> int:
           f"{info['torch_threads']} threads")
     print(format_decode(report))
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"provenance": info, "decode": report}, handle, indent=1)
+        _atomic.write_text(args.json, json.dumps({"provenance": info, "decode": report},
+                                                  indent=1))
         print(f"\nwrote {args.json}")
     return 0
 
@@ -688,8 +688,7 @@ def _main_rope(argv) -> int:
                    "shape": list(shape),
                    "results": [asdict(r) for r in results], "targets": verdicts,
                    "sweeps": sweeps, "decode": decode}
-        with open(args.json, "w") as handle:
-            json.dump(payload, handle, indent=1)
+        _atomic.write_text(args.json, json.dumps(payload, indent=1))
         print(f"\nwrote {args.json}")
     return 0
 
@@ -708,9 +707,8 @@ def _main_widgets(argv) -> int:
           "the decode and the paint, measured by tests/browser/test_panels_in_browser.py, "
           f"which can run beside CPU burners; load average now {os.getloadavg()[0]:.1f})")
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"provenance": provenance("cpu", torch.float32), "panels": report},
-                      handle, indent=1)
+        _atomic.write_text(args.json, json.dumps(
+            {"provenance": provenance("cpu", torch.float32), "panels": report}, indent=1))
     return 0
 
 

@@ -43,7 +43,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rope_lab import course
+from rope_lab import _atomic, course
 from rope_lab.course import COLAB_CELL, NOTEBOOKS, REF, REPOSITORY, colab_url, notebook_files
 from rope_lab.i18n import LANGUAGES, N_, _, using_language
 
@@ -206,7 +206,7 @@ def set_repository(url: str, ref: str, root: Path = ROOT) -> list[Path]:
     if edited.count(f'"{new}"') != 1 or edited.count(f'"{ref}"') < 1:
         raise ValueError(f"set_repository: {settings} has no REPOSITORY / REF lines to rewrite")
     if edited != text:
-        settings.write_text(edited, encoding="utf-8")
+        _atomic.write_text(settings, edited)
         changed.append(settings)
     readme = root / "README.md"
     if readme.exists() and write_readme_badges(readme, new, ref):
@@ -225,7 +225,7 @@ def write_readme_badges(readme: Path, repository=REPOSITORY, ref=REF) -> bool:
     edited = text[:start] + block + text[end:]
     if edited == text:
         return False
-    readme.write_text(edited, encoding="utf-8")
+    _atomic.write_text(readme, edited)
     return True
 
 
@@ -267,7 +267,7 @@ def place_install_cells(root: Path = ROOT, cell: str = COLAB_CELL) -> list[Path]
         if [c.source for c in cells] == [c.source for c in nb.cells]:
             continue
         nb.cells = cells
-        nbformat.write(nb, path)
+        _atomic.write_text(path, nbformat.writes(nb) + "\n")
         changed.append(path)
     return changed
 
@@ -818,28 +818,25 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
             for notebook in listed:
                 log(f"rendering {page_name(notebook)}")
                 target = out_dir / page_name(notebook)
-                target.write_text(render_page(notebook, listed, pages, run=run),
-                                  encoding="utf-8")
+                _atomic.write_text(target, render_page(notebook, listed, pages, run=run))
                 written.append(target)
             if edition in guides:
                 here = edition.page("teaching.html")
-                (out_dir / here).write_text(render_markdown_page(
+                _atomic.write_text(out_dir / here, render_markdown_page(
                     guides[edition].read_text(encoding="utf-8"), _("Teaching guide"), pages,
-                    here), encoding="utf-8")
+                    here))
             if edition == ENGLISH:
                 # The claims inventory gets its own page: what the course checked.
                 from rope_lab.claims import claims_markdown
 
-                (out_dir / "claims.html").write_text(render_markdown_page(
+                _atomic.write_text(out_dir / "claims.html", render_markdown_page(
                     "# Claims of the source posts\n\n" + claims_markdown(),
-                    "Claims of the source posts", pages, "claims.html"), encoding="utf-8")
+                    "Claims of the source posts", pages, "claims.html"))
             # twins on disk of the English notebooks built (those left out are still there)
             translated = frozenset(path.name for path in editions[ENGLISH]
                                    if (path.parent / edition.folder / path.name).is_file())
-            (out_dir / edition.page("index.html")).write_text(
-                index_page(listed, extra[edition], edition=edition, pages=pages,
-                           translated=translated),
-                encoding="utf-8")
+            _atomic.write_text(out_dir / edition.page("index.html"), index_page(
+                listed, extra[edition], edition=edition, pages=pages, translated=translated))
     return written
 
 
@@ -866,11 +863,11 @@ def mathjax_source() -> Path:
 
 def copy_offline_assets(out_dir: Path, mathjax: Path) -> None:
     """MathJax (without its 3.5 MB of screen-reader maps) and the CJK font, into the site."""
-    shutil.copytree(mathjax, out_dir / MATHJAX_DIR,
+    shutil.copytree(mathjax, out_dir / MATHJAX_DIR, copy_function=_atomic.copy_file,
                     ignore=shutil.ignore_patterns("mathmaps", "*.py", "__pycache__"))
     if not CJK_FONT.exists():
         raise MissingBookDependency(f"{CJK_FONT} is missing: run `make cjk-font`")
-    shutil.copy2(CJK_FONT, out_dir / CJK_FONT.name)
+    _atomic.copy_file(CJK_FONT, out_dir / CJK_FONT.name)
 
 
 # Characters of the CJK blocks (ideographs, CJK punctuation, kana, full-width forms).

@@ -16,6 +16,7 @@ address nobody here controls would run whatever its owner serves.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,10 +209,23 @@ def translate_install_cell(cell: str, language: str) -> str:
     english = INSTALL_CELL_TEXTS[found[0]]
     with using_language(language):
         comment, message, *words = (_(text) for text in english)
-    if _fields(message) != _fields(english[1]):
+    # A catalog is contributed text: it may only change words, never the cell's code. A line
+    # break in the comment would start a line of code, a {field} of its own in the f-string
+    # message would run code.
+    if _fields(message) != _fields(english[1]) or re.search(
+            r"[{}]", re.sub("|".join(re.escape(f"{{{name}}}") for name in _fields(english[1]))
+                            or "^$", "", message)):
         raise ValueError(f"translate_install_cell: the {language} message {message!r} has the "
-                         f"fields {sorted(_fields(message))}; expected those of the English, "
-                         f"{sorted(_fields(english[1]))}")
+                         f"fields {sorted(_fields(message))} or other braces; expected exactly "
+                         f"those of the English, {sorted(_fields(english[1]))}")
+    for what, translated in (("comment", comment), ("message", message),
+                             *(("word", word) for word in words)):
+        control = [f"U+{ord(c):04X}" for c in translated if c != "\n" or what != "message"
+                   if unicodedata.category(c) in ("Cc", "Zl", "Zp")]
+        if control:
+            raise ValueError(f"translate_install_cell: the {language} {what} {translated!r} "
+                             f"holds control characters {control}; expected plain text (a "
+                             "line break there would become code)")
     for word, translated in zip(english[2:], words, strict=True):
         cell = cell.replace(f'"{word}"', f'"{_escaped(translated)}"')
     lines = cell.split("\n")
@@ -228,8 +242,6 @@ def _fields(message: str) -> set[str]:
 
 def _width(text: str) -> int:
     """Columns in a monospace font: a CJK character takes two."""
-    import unicodedata
-
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 

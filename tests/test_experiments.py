@@ -323,7 +323,6 @@ def test_figures_fit_the_projector(committed):
 # ---- where results go, and that they survive ------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES_MODULE = ROOT / "rope_lab" / "experiments" / "_files.py"
 COMMITTED = (extrapolation.RESULTS_PATH, ps.RESULTS_PATH)
 
 
@@ -411,70 +410,6 @@ def test_a_file_created_while_extrapolation_trained_is_kept(tmp_path, monkeypatc
     assert out.read_text() == "the other run's results"
     assert json.loads((tmp_path / "r-2.json").read_text())["config"]["steps"] == 1
     assert "appeared while this run trained" in capsys.readouterr().err
-
-
-WRITER = """
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("files", sys.argv[1])
-files = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(files)
-path, naive = sys.argv[2], sys.argv[3] == "naive"
-texts = [("[" + ", ".join([str(k)] * 300_000) + "]\\n") for k in (1, 2)]
-print("ready", flush=True)
-while True:
-    for text in texts:
-        if naive:
-            open(path, "w").write(text)
-        else:
-            files.write_atomic(path, text)
-"""
-
-
-def _kill_writers(path, naive, delays):
-    """Start a writer that rewrites ``path`` in a loop, SIGKILL it after each delay, and
-    return what the file held after each kill."""
-    seen = []
-    for delay in delays:
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(FILES_MODULE), str(path),
-                                   "naive" if naive else "atomic"], stdout=subprocess.PIPE)
-        try:
-            assert writer.stdout.readline() == b"ready\n"
-            time.sleep(delay)
-        finally:
-            writer.kill()
-            writer.wait()
-        seen.append(path.read_text())
-    return seen
-
-
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
-def test_a_writer_killed_at_any_point_leaves_a_whole_file(tmp_path):
-    path = tmp_path / "results.json"
-    path.write_text("[0]\n")
-    whole = {"[0]\n", *(("[" + ", ".join([str(k)] * 300_000) + "]\n") for k in (1, 2))}
-    delays = [0.0, 0.001, 0.003, 0.007, *(0.01 + 0.013 * i for i in range(21))]
-    seen = _kill_writers(path, False, delays)
-    assert all(text in whole for text in seen), [len(t) for t in seen if t not in whole]
-    assert len(set(seen)) > 1  # the kills did land at different points of the loop
-    # a kill may leave a hidden temporary beside it, never anything else
-    assert {p.name for p in tmp_path.iterdir()} - {"results.json"} <= {
-        p.name for p in tmp_path.glob(".results.json.*.tmp")}
-    # the same kills against a plain write_text tear the file: the check can fail
-    control = _kill_writers(tmp_path / "naive.json", True, delays[4:12])
-    assert any(text not in whole for text in control)
-
-
-def test_a_failed_replace_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
-    path = tmp_path / "r.json"
-    path.write_text("old")
-
-    def fails(*args):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(os, "replace", fails)
-    with pytest.raises(OSError, match="disk full"):
-        _files.write_atomic(path, "new")
-    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
 GRID_RUN = [sys.executable, "-m", "rope_lab.experiments.position_schemes", "--quick",

@@ -4,8 +4,8 @@
   is started from; a default that would land inside the installed package (and replace the
   results the notebooks plot) is refused. ``--out`` naming a folder, or a file in a folder
   that does not exist or cannot be written, is refused before any training.
-- **How.** Every write goes to a temporary file in the same folder, is flushed to disk
-  (fsync), then renamed over the target (``os.replace``): a reader, or the next run after a
+- **How.** Every write goes through :mod:`rope_lab._atomic` (a temporary file in the same
+  folder, flushed to disk, renamed over the target): a reader, or the next run after a
   kill, sees the previous file or the new one, never half of one. Runs that share a file
   take turns through a lock file next to it (``NAME.lock``), so each can merge its work
   into what the others wrote.
@@ -26,14 +26,13 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the rope_lab folder
 # Sources that describe a result without changing it (provenance, writing files).
-NOT_NUMERIC = frozenset({"timing.py", "experiments/_files.py"})
+NOT_NUMERIC = frozenset({"timing.py", "_atomic.py", "experiments/_files.py"})
 # Files a module compiles or reads at run time, beside its own source.
 COMPILED_WITH = {"_ckernel.py": ("kernels/rope_half.c",)}
 LOCK_SECONDS = 60.0
@@ -77,82 +76,6 @@ def inside_package(path) -> bool:
 
 
 # --- how ------------------------------------------------------------------------------------
-
-def write_atomic(path, text: str) -> None:
-    """Replace ``path`` with ``text`` so that no moment shows a partial file.
-
-    A kill at any point leaves the previous content (or none, if there was none) and at
-    worst a hidden ``.NAME.*.tmp`` file beside it.
-    """
-    path = Path(path)
-    temporary = _write_temporary(path, text)
-    try:
-        os.replace(temporary, path)
-    except BaseException:
-        _remove(temporary)
-        raise
-    _sync_folder(path.parent)
-
-
-def write_new(path, text: str) -> None:
-    """Create ``path`` with ``text``, whole or not at all; FileExistsError if it exists."""
-    path = Path(path)
-    temporary = _write_temporary(path, text)
-    try:
-        try:
-            os.link(temporary, path)  # atomic, and never replaces an existing file
-        except FileExistsError:
-            raise
-        except OSError:  # a file system without hard links: reserve the name, then replace
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-            os.replace(temporary, path)
-    finally:
-        _remove(temporary)
-    _sync_folder(path.parent)
-
-
-def _write_temporary(path: Path, text: str) -> str:
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                                             dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp makes it 0600; a results file is as readable as any other file here
-        mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask()
-        os.chmod(temporary, mode)
-    except BaseException:
-        _remove(temporary)
-        raise
-    return temporary
-
-
-def _umask() -> int:
-    try:  # Linux: read it without changing it (os.umask would, for every thread)
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o022
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make the rename itself durable (POSIX; a no-op where folders cannot be opened)."""
-    with contextlib.suppress(OSError, AttributeError):
-        descriptor = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-
-
-def _remove(path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-
 
 @contextlib.contextmanager
 def locked(path, *, seconds: float = LOCK_SECONDS):

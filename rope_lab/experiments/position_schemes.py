@@ -55,7 +55,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F  # noqa: N812 — the usual name
 
-from rope_lab import scaling, timing
+from rope_lab import _atomic, scaling, timing
 from rope_lab.experiments import _checks, _files
 from rope_lab.experiments.extrapolation import periodic_batch, token_losses
 from rope_lab.i18n import _
@@ -648,7 +648,7 @@ def _save(plan: _Plan, trained: dict, clock: dict) -> None:
         provenance["units_done"] = len(results["units"])
         clock["saved"] = elapsed
         if plan.out is not None:
-            _files.write_atomic(plan.out, json.dumps(results, indent=1) + "\n")
+            _atomic.write_text(plan.out, json.dumps(results, indent=1) + "\n")
 
 
 def _provenance(device, command, jobs, threads) -> dict:
