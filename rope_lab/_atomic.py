@@ -25,6 +25,27 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 
+def check_target(path, option: str = "--out") -> Path:
+    """``path`` if a file can be written there, else ValueError naming ``option`` and what is
+    wrong: a folder, a folder that does not exist or cannot be written, something that is not
+    a regular file. Commands check their output paths with it before any work."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{option} {path} is a folder; expected a file name such as "
+                         f"{path / 'results.json'}")
+    folder = path.parent
+    if not folder.exists():
+        raise ValueError(f"{option} {path}: the folder {folder} does not exist; create it "
+                         "first or choose another path")
+    if not folder.is_dir():
+        raise ValueError(f"{option} {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {path}: the folder {folder} is not writable")
+    if path.exists() and not path.is_file():
+        raise ValueError(f"{option} {path} exists and is not a regular file")
+    return path
+
+
 def write_bytes(path, data: bytes) -> None:
     """Replace ``path`` with ``data`` (see the module's docstring)."""
     with writing(path) as handle:

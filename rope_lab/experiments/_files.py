@@ -30,6 +30,8 @@ import threading
 import time
 from pathlib import Path
 
+from rope_lab import _atomic
+
 PACKAGE = Path(__file__).resolve().parents[1]  # the rope_lab folder
 # Sources that describe a result without changing it (provenance, writing files).
 NOT_NUMERIC = frozenset({"timing.py", "_atomic.py", "experiments/_files.py"})
@@ -49,20 +51,10 @@ def check_output(path, *, option: str = "--out", default: bool = False) -> Path:
 
     ``default``: the path was not chosen by the user, so it must not lie inside the package.
     """
-    path = Path(path)
-    if path.is_dir():
-        raise ResultsError(f"{option} {path} is a folder; expected a file name such as "
-                           f"{path / 'results.json'}")
-    folder = path.parent
-    if not folder.exists():
-        raise ResultsError(f"{option} {path}: the folder {folder} does not exist; create it "
-                           "first or choose another path")
-    if not folder.is_dir():
-        raise ResultsError(f"{option} {path}: {folder} is not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ResultsError(f"{option} {path}: the folder {folder} is not writable")
-    if path.exists() and not path.is_file():
-        raise ResultsError(f"{option} {path} exists and is not a regular file")
+    try:
+        path = _atomic.check_target(path, option)
+    except ValueError as error:
+        raise ResultsError(str(error)) from None
     if default and inside_package(path):
         raise ResultsError(
             f"the default output {path.resolve()} lies inside the installed package "
