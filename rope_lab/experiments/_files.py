@@ -71,19 +71,46 @@ def inside_package(path) -> bool:
 
 @contextlib.contextmanager
 def locked(path, *, seconds: float = LOCK_SECONDS):
-    """Hold ``NAME.lock`` beside ``path`` (one process at a time, across processes)."""
+    """Hold ``NAME.lock`` beside ``path`` (one process at a time, across processes); the lock
+    file is removed when the last holder lets go, also after an error (a full disk).
+
+    A holder removes the file while it holds the lock; a process that was waiting on that
+    file then finds the name gone or pointing at a newer file, and takes the lock again on
+    whatever the name holds now, so two holders never hold two different files at once.
+    """
     lock_path = Path(path).with_name(Path(path).name + ".lock")
-    descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + seconds
+    while True:
+        descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            while not _try_lock(descriptor):
+                if time.monotonic() > deadline:
+                    raise ResultsError(f"another process has held {lock_path} for "
+                                       f"{seconds:g} s; wait for it to finish, or pass another "
+                                       "--out")
+                time.sleep(0.02)
+            if _same_file(descriptor, lock_path):
+                break
+        except BaseException:
+            os.close(descriptor)
+            raise
+        os.close(descriptor)  # the holder before us removed it: lock the current one
     try:
-        deadline = time.monotonic() + seconds
-        while not _try_lock(descriptor):
-            if time.monotonic() > deadline:
-                raise ResultsError(f"another process has held {lock_path} for {seconds:g} s; "
-                                   "wait for it to finish, or pass another --out")
-            time.sleep(0.02)
         yield
     finally:
+        with contextlib.suppress(OSError):
+            if _same_file(descriptor, lock_path):
+                os.unlink(lock_path)
         os.close(descriptor)  # releases the lock
+
+
+def _same_file(descriptor: int, path: Path) -> bool:
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(descriptor)
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _try_lock(descriptor: int) -> bool:
