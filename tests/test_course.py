@@ -361,7 +361,6 @@ def _files(root: Path) -> dict:
             if path.is_file() and ".git" not in path.parts}
 
 
-@pytest.mark.slow
 def test_publishing_takes_two_runs_and_pins_the_install_cell_at_a_commit(tmp_path):
     """Issue 35: the install cell installed a tag's archive (a moved tag changes what learners
     run). Now the first run writes the settings and links, the second pins the package of

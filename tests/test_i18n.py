@@ -1147,6 +1147,7 @@ def test_dict_labels_passed_to_a_plot_are_figure_text_once_figures_are_translate
     assert found == {"post's test": "figure text (a label)", "fixed": "figure text (a label)"}
 
 
+@pytest.mark.slow
 def test_the_build_refuses_a_translation_that_adds_markup_and_writes_nothing(tmp_path):
     """Issue 35: the lint ran only in the test suite; `make translations` wrote a msgstr
     carrying <img onerror=…> into the Chinese notebook (and from there into the book)."""
