@@ -133,15 +133,19 @@ chromium:
 book: install-test
 	$(PY) -m rope_lab.book --out build/book
 
-# Point the README badges, every notebook's install cell and the book's links at URL, pinned
-# at the release REF (a tag you then make on the commit that records this, or a commit hash).
+# Point the README badges, every notebook's install cell and the book's links at URL (GitHub,
+# GitLab or Codeberg), its links at the release REF (a tag you then make, or a commit hash).
+# Run it twice with a commit in between: the first run writes the settings and links, the
+# second pins the install cell at that commit (a commit, unlike a tag, cannot be moved).
 set-repository: install
 	@test -n "$(URL)" -a -n "$(REF)" || { echo "usage: make set-repository URL=https://github.com/OWNER/NAME REF=v1.0"; exit 2; }
 	$(PY) -m rope_lab.book --set-repository "$(URL)" --ref "$(REF)"
 
 # One source, two languages: new or changed English text gets empty or fuzzy catalog entries
 # (notebooks/locale/zh_CN/LC_MESSAGES/*.po), then notebooks/zh_CN/ is rebuilt from the English
-# notebooks and the catalogs. Translators edit only the .po files.
+# notebooks and the catalogs. Translators edit only the .po files. The build checks every
+# translation first (no markup, URL scheme, control character or {field} the English lacks)
+# and writes nothing while one fails; both steps write all their files or none.
 translations: install-test
 	$(PY) -m rope_lab.i18n update
 	$(PY) -m rope_lab.i18n build

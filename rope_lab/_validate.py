@@ -7,6 +7,7 @@ who passes a bad value reads one sentence and knows what to change.
 from __future__ import annotations
 
 import math
+import numbers
 import weakref
 from collections.abc import Sequence
 
@@ -108,14 +109,26 @@ def check_int(value, name: str) -> int:
 
 
 def check_base(base, name: str = "base") -> float:
-    """A finite number greater than zero (θ_i = base^(−2i/d) needs a positive base)."""
+    """A finite number greater than zero (θ_i = base^(−2i/d) needs a positive base).
+
+    Any real number: a Python int or float, a NumPy scalar (``np.float32(5e5)`` is exactly
+    500000), a one-element tensor; returned as a Python float (float64)."""
     if isinstance(base, torch.Tensor) and base.numel() == 1:
         base = base.item()
-    if isinstance(base, bool) or not isinstance(base, (int, float)):
+    if isinstance(base, bool) or not isinstance(base, numbers.Real):  # NumPy's bool is not
         raise TypeError(f"{name} must be a number, got {base!r} of type {type(base).__name__}")
-    if not math.isfinite(base) or base <= 0:
+    try:
+        value = float(base)
+    except OverflowError:  # an int past float's range (10**400): no frequency survives it
+        raise ValueError(f"{name} must be a finite number greater than 0 and below "
+                         f"{_FLOAT_MAX:.3g} (float64's largest), got an int of "
+                         f"{len(str(abs(int(base))))} digits") from None
+    if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number greater than 0, got {base}")
-    return float(base)
+    return value
+
+
+_FLOAT_MAX = 1.7976931348623157e308
 
 
 def check_layout(layout) -> str:
@@ -238,6 +251,11 @@ def check_rotary_dim(rotary_dim, dim: int) -> int:
 
 
 _INTEGER_DTYPES = frozenset((torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64))
+# torch ≥ 2.3 has these, with few operations (no abs, no arithmetic on CPU); NumPy's uint16
+# and uint32 arrays arrive as them. Their values fit int64, which they are turned into.
+_WIDE_UNSIGNED = tuple(getattr(torch, name) for name in ("uint16", "uint32")
+                       if hasattr(torch, name))
+_UINT64 = getattr(torch, "uint64", None)
 
 
 def as_positions(positions, *, device=None, name: str = "positions") -> torch.Tensor:
@@ -257,6 +275,9 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
             else positions.to(device)
         if tensor.dtype in _INTEGER_DTYPES:  # the common case: nothing to read, nothing to check
             return tensor
+        tensor = _unsigned_as_int64(tensor, name)
+        if tensor.dtype == torch.int64:
+            return tensor
     elif isinstance(positions, (int, float, range, Sequence)) or hasattr(positions, "__array__"):
         if isinstance(positions, bool):
             raise TypeError(f"{name} must be numbers, got {positions!r}")
@@ -267,6 +288,7 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
                 tensor = torch.as_tensor(positions, dtype=torch.float64, device=device)
         except (TypeError, ValueError, RuntimeError) as error:
             raise TypeError(f"{name} must be numbers, got {positions!r}") from error
+        tensor = _unsigned_as_int64(tensor, name)
     else:
         raise TypeError(
             f"{name} must be a tensor, a number or a sequence of numbers, "
@@ -286,6 +308,18 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
                 f"{FLOAT32_EXACT_LIMIT} that dtype cannot hold every integer (neighbouring "
                 f"positions collapse onto one); expected int64 or float64 positions"
             )
+    return tensor
+
+
+def _unsigned_as_int64(tensor: torch.Tensor, name: str) -> torch.Tensor:
+    """uint16 / uint32 positions as int64 (exact); uint64 refused: torch cannot compute with
+    it and its values may not fit int64."""
+    if tensor.dtype in _WIDE_UNSIGNED:
+        return tensor.to(torch.int64)
+    if _UINT64 is not None and tensor.dtype == _UINT64:
+        raise TypeError(f"{name} have dtype torch.uint64, which torch cannot compute with; "
+                        "expected int64 positions (positions.to(torch.int64), or "
+                        "numpy's .astype('int64'))")
     return tensor
 
 

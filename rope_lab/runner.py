@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from rope_lab import _atomic
 from rope_lab.course import notebook_files
 from rope_lab.i18n import _
 
@@ -182,10 +183,8 @@ def run_notebook(path: Path, *, cache: Path | None = CACHE_DIR, timeout: int = T
                    [f"{type(error).__name__}: {str(error).strip()[:300]}"])
     run = Run(path, nb, time.perf_counter() - start, False, problems(nb))
     if cached is not None and run.ok:
-        from rope_lab.experiments._files import write_atomic
-
         cached.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(cached, nbformat.writes(nb))
+        _atomic.write_text(cached, nbformat.writes(nb))
     return run
 
 

@@ -1,6 +1,7 @@
 """rope_lab.book (the static site of `make book`) and the Colab links of README and notebooks."""
 
 import base64
+import html
 import re
 import shutil
 import subprocess
@@ -683,7 +684,145 @@ def test_readme_binder_badge_uses_the_one_repository():
 
 
 def test_set_repository_command_line(tmp_path, monkeypatch, capsys):
-    # what set_repository rewrites is tested in test_course.py
-    monkeypatch.setattr(book, "set_repository", lambda url, ref: [ROOT / "README.md"])
-    assert book.main(["--set-repository", "https://github.com/a/b", "--ref", "v1"]) == 0
-    assert "1 file(s) now point at https://github.com/a/b at v1" in capsys.readouterr().out
+    # what set_repository rewrites is tested in test_course.py; here, what the command says
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    readme, settings = ROOT / "README.md", ROOT / "rope_lab" / "course.py"
+    for step, expected in ((1, "step 1 of 2: 2 file(s) now point at https://github.com/a/b at v1"),
+                           (2, f"step 2 of 2: 2 file(s) changed; the course points at "
+                               f"https://github.com/a/b at v1 and every install cell installs "
+                               f"the package of commit {commit}; commit, tag that commit v1")):
+        monkeypatch.setattr(book, "set_repository", lambda url, ref, step=step: book.Publication(
+            [settings, readme], step, commit if step == 2 else None))
+        assert book.main(["--set-repository", "https://github.com/a/b", "--ref", "v1"]) == 0
+        out = capsys.readouterr().out
+        assert "book: rewrote README.md" in out and "book: rewrote rope_lab/course.py" in out
+        assert expected in out, out
+
+
+def test_set_repository_command_refuses_an_address_with_one_line(capsys):
+    """Issue 35: `--set-repository https://github.com/../.. --ref v1` exited 0."""
+    assert book.main(["--set-repository", "https://github.com/../..", "--ref", "v1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not name a repository on a known forge" in err
+
+
+# --- the one gate for HTML -------------------------------------------------------------------
+
+HOSTILE_MARKDOWN = """# Hostile
+
+<script>alert('markdown')</script>
+<img src="x.png" onerror="alert('onerror')">
+[a link](javascript:alert('link')) and <a href="JaVaScRiPt:alert(1)">another</a>
+<iframe src="https://example.org"></iframe><frameset><frame src="x"></frameset>
+<object data="x.swf"></object><embed src="x.swf"><base href="https://example.org/">
+<meta http-equiv="refresh" content="0; url=https://example.org">
+<form action="https://example.org"><input name="password"></form>
+<svg onload="alert('svg')"><circle r="4"/></svg>
+<a href="data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==">data</a>
+<p style="position: fixed; background: url(https://example.org/track.png)">styled</p>
+
+Kept: $\\theta_i = b^{-2i/d}$, **bold**, a [page](03_rope_in_2d.ipynb) and a table:
+
+| m | angle |
+|---|---|
+| 1 | θ |
+"""
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9"
+       "awAAAABJRU5ErkJggg==")
+
+
+def _hostile_notebook(folder: Path) -> Path:
+    code = new_code_cell("show()", outputs=[
+        new_output("display_data", data={
+            "text/html": "<b>html output</b><script>alert('output')</script>"
+                         "<img src=x onerror=alert(2)>",
+            "text/plain": "html"}),
+        new_output("display_data", data={"application/javascript": "alert('js output')",
+                                         "text/plain": "js"}),
+        new_output("display_data", data={"text/markdown": "<img src=y onerror=alert(3)> md",
+                                         "text/plain": "md"}),
+        new_output("display_data", data={"image/png": PNG, "text/plain": "figure"}),
+        new_output("display_data", data={
+            "text/html": '<div class="highlight" style="background: #f8f8f8"><pre>'
+                         '<span style="color: #008000; font-weight: bold">def</span></pre></div>',
+            "text/plain": "source"})])
+    path = folder / "hostile.ipynb"
+    nbformat.write(new_notebook(cells=[new_markdown_cell(HOSTILE_MARKDOWN), code]), path)
+    return path
+
+
+@pytest.mark.slow
+def test_no_script_handler_frame_or_javascript_url_reaches_a_page(tmp_path):
+    """Issue 35: the book passed notebook markdown <script>, onerror=, javascript: links,
+    <iframe> and text/html outputs through verbatim."""
+    notebook = _hostile_notebook(tmp_path)
+    out = tmp_path / "book"
+    book.build(out, [notebook], run=False, teaching=None, log=lambda _: None)
+    page = (out / "hostile.html").read_text(encoding="utf-8")
+    head, body = page.split("<body", 1)
+    tags = _tags(body)
+    names = {tag for tag, _ in tags}
+    assert not names & {"script", "iframe", "frame", "frameset", "object", "embed", "base",
+                        "meta", "form", "input", "svg", "style"}, names
+    attributes = [(tag, name, value or "") for tag, pairs in tags for name, value in pairs]
+    assert not [a for a in attributes if a[1].startswith("on")], attributes
+    urls = [value.strip().lower() for tag, name, value in attributes if name in ("href", "src")]
+    assert not [url for url in urls if url.startswith(("javascript:", "vbscript:"))
+                or url.startswith("data:") and not url.startswith("data:image/png")], urls
+    assert not [a for a in attributes if a[1] == "style" and ("position" in a[2]
+                                                              or "url(" in a[2])]
+    for shown in ("alert('markdown')", "alert('output')", "alert('svg')", "alert('js output')"):
+        assert shown not in body, shown  # a script's code is dropped, not shown as text
+    assert not [p for p in book.problems(out, [notebook]) if "the body holds" in p]
+    # the head is the book's template, whatever the notebook holds: the scripts of a page
+    # made from a harmless notebook, MathJax among them
+    plain = tmp_path / "plain.ipynb"
+    nbformat.write(new_notebook(cells=[new_markdown_cell("# Plain")]), plain)
+    book.build(tmp_path / "plain", [plain], run=False, teaching=None, log=lambda _: None)
+    scripts = re.compile(r"<script[^>]*>.*?</script>", re.S)
+    assert scripts.findall(head) == scripts.findall(
+        (tmp_path / "plain" / "plain.html").read_text(encoding="utf-8").split("<body")[0])
+    assert f'<script src="{book.MATHJAX_URL}">' in head
+    # what a page needs survives: maths, bold, a table, the figure, highlighted code's colours
+    assert "\\theta_i" in body and "<strong>bold</strong>" in body and "<table>" in body
+    assert f'src="data:image/png;base64,{PNG}"' in body
+    assert 'style="color:#008000;font-weight:bold"' in body and "<b>html output</b>" in body
+    assert "styled" in body and "html output" in body and " md" in body
+
+
+def _tags(body: str) -> list[tuple[str, list]]:
+    """Every start tag of ``body`` as a browser's parser reads it: (name, attributes)."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, attrs))
+
+    Tags().feed(body)
+    return found
+
+
+def test_problems_finds_a_script_that_got_past_the_gate(tmp_path, monkeypatch):
+    notebook = _hostile_notebook(tmp_path)
+    monkeypatch.setattr(book, "sanitize_page", lambda page: page)  # the gate left out
+    out = tmp_path / "book"
+    book.build(out, [notebook], run=False, teaching=None, log=lambda _: None)
+    assert any("the body holds" in problem and "<script" in problem
+               for problem in book.problems(out, [notebook]))
+
+
+def test_the_gate_keeps_a_page_of_the_course_as_it_is():
+    """The sanitizer changes no tag, attribute or text of a real page (notebook 03)."""
+    notebook = ROOT / "notebooks" / "03_rope_in_2d.ipynb"
+    page = book.render_page(notebook, [notebook], {book.page_name(notebook), "index.html"})
+    clean = book.sanitize_page(page)
+
+    def shape(text):
+        body = text.split("<body", 1)[1]
+        return (sorted(re.findall(r"<([a-zA-Z][\w-]*)", body)),
+                sorted(re.findall(r'\s([a-zA-Z-:]+)="', body)),
+                html.unescape(re.sub(r"<[^>]+>", "", body)))
+
+    assert shape(clean) == shape(page)

@@ -604,7 +604,7 @@ def test_the_build_writes_the_chinese_install_cell_and_keeps_it_out_of_the_catal
                    for m in text.notebook_messages(english))
     # either edition's cell is the install cell, published or not; a changed one is not
     for language in ("en", "zh"):
-        for where in [(None, None), ("https://github.com/teacher/course", "v1.0")]:
+        for where in [(None, None), ("https://github.com/teacher/course", "0" * 40)]:
             cell = {"cell_type": "code", "source": course.install_cell(*where, language=language)}
             assert text._is_install_cell(1, cell)
             cell["source"] = cell["source"].replace("sys.modules", "sys.path")
@@ -623,6 +623,13 @@ def test_the_build_writes_the_chinese_install_cell_and_keeps_it_out_of_the_catal
     ("the same English words here", "the same English words here", {},
      "the translation is the English text"),
     ("a long sentence", "一句话 and then the English was left here", {}, "English left"),
+    # issue 35: a .po contribution must not become stored XSS on the Chinese pages
+    ("see the figure", "见图 <script>alert(1)</script>", {"markdown": True},
+     "markup the English does not have"),
+    ("a <b>bold</b> word", "一个 <b onclick=\"alert(1)\">粗体</b> 词", {},
+     "markup the English does not have"),
+    ("see the docs", "见文档 javascript:alert(1)", {}, "a URL scheme the English does not have"),
+    ("one line", "一行\r", {}, "control characters the English does not have"),
 ])
 def test_message_problems_catch_broken_translations(msgid, msgstr, options, expected):
     problems = lint.message_problems(msgid, msgstr, **options)
@@ -1141,3 +1148,39 @@ def test_dict_labels_passed_to_a_plot_are_figure_text_once_figures_are_translate
     monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", True)
     found = {m.msgid: m.note for m in text.notebook_messages(notebook)}
     assert found == {"post's test": "figure text (a label)", "fixed": "figure text (a label)"}
+
+
+@pytest.mark.slow
+def test_the_build_refuses_a_translation_that_adds_markup_and_writes_nothing(tmp_path):
+    """Issue 35: the lint ran only in the test suite; `make translations` wrote a msgstr
+    carrying <img onerror=…> into the Chinese notebook (and from there into the book)."""
+    _tiny_repository(tmp_path)
+    po = catalogs.init("01_tiny", tmp_path)
+    _translate_all(po)
+    catalogs.build(tmp_path)
+    built = {path: path.read_bytes() for path in (tmp_path / "notebooks" / "zh_CN").rglob("*")
+             if path.is_file()}
+    catalog = catalogs.read_catalog(po)
+    catalog["The second paragraph."].string = '第二段。<img src=x onerror="alert(1)">'
+    catalogs.write_catalog(catalog, po)
+    (tmp_path / "notebooks" / "01_tiny.ipynb").touch()
+    with pytest.raises(catalogs.TranslationError, match="markup the English does not have"):
+        catalogs.build(tmp_path)
+    assert {path: path.read_bytes() for path in built} == built
+
+
+def test_the_translation_commands_say_one_line_and_exit_2(monkeypatch, capsys):
+    def refused(*args):
+        raise catalogs.TranslationError("1 problem(s), nothing written:\n  x.po: …")
+
+    monkeypatch.setattr(catalogs, "build", refused)
+    assert catalogs.main(["build"]) == 2
+    assert "nothing written" in capsys.readouterr().err
+
+    def full(*args):
+        raise OSError(28, "No space left on device", "notebooks/locale/zh_CN/LC_MESSAGES/x.po")
+
+    monkeypatch.setattr(catalogs, "update", full)
+    assert catalogs.main(["update"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device; no file was changed" in err

@@ -132,7 +132,7 @@ def test_pinned_sets_have_wheels_on_every_platform(pypi, tmp_path, platform):
 # --- Colab's install cell -------------------------------------------------------------------
 
 # the cell of a published course (the committed one installs nothing until then)
-PINNED = ("https://github.com/teacher/course", "v1.0")
+PINNED = ("https://github.com/teacher/course", "0123456789abcdef0123456789abcdef01234567")
 PINNED_CELL = install_cell(*PINNED)
 # the Chinese edition's: the same code, its comment and message in Chinese
 PINNED_CELL_ZH = install_cell(*PINNED, language="zh")
@@ -140,7 +140,7 @@ PINNED_CELL_ZH = install_cell(*PINNED, language="zh")
 
 def run_colab_cell(source_url: str, monkeypatch, pinned: str = PINNED_CELL) -> None:
     """Run the install cell as Colab would (google.colab imported), installing from a URL."""
-    cell = pinned.replace(archive_url(*PINNED), source_url)
+    cell = pinned.replace(archive_url(PINNED[0], "{commit}"), source_url)  # the f-string
     assert cell != pinned
     monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
     exec(compile(cell, "colab_cell", "exec"), {})

@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F  # noqa: N812 — the usual name
 
-from rope_lab import scaling, timing
+from rope_lab import _atomic, scaling, timing
 from rope_lab.experiments import _checks, _files
 from rope_lab.models import POSITION_ENCODINGS, TinyTransformer
 
@@ -328,12 +328,12 @@ def _write(out: Path, text: str, *, overwrite: bool) -> Path:
     """Write ``text`` to ``out`` whole; without ``overwrite`` never replace a file, even one
     that another run created while this one trained (then ``NAME-2.json`` …, said aloud)."""
     if overwrite:
-        _files.write_atomic(out, text)
+        _atomic.write_text(out, text)
         return out
     for number in range(1, 1000):
         target = out if number == 1 else out.with_name(f"{out.stem}-{number}{out.suffix}")
         try:
-            _files.write_new(target, text)
+            _atomic.write_new(target, text)
         except FileExistsError:
             continue
         if target != out:

@@ -26,7 +26,15 @@ Commands (``make translations`` runs the first two)::
     python -m rope_lab.i18n status        per catalog: entries, translated, fuzzy, missing
 
 A translator edits only ``msgstr`` lines (Poedit, Lokalize, Weblate, a text editor), then
-runs ``make translations``. Which entries exist, and what counts as a message, is decided by
+runs ``make translations``. Both commands work out every file first and then write all of
+them or none (:func:`rope_lab._atomic.replace_all`): a damaged catalog, a full disk or a
+file-size limit changes nothing. ``build`` first checks every translation it would use
+(:func:`translation_problems`: fields, code, links, no markup or control characters the
+English lacks) and that every built notebook's code is the English code, and writes nothing
+while one fails. A .po file is untrusted input: a contribution could try to put a
+``<script>`` into the Chinese pages or code into the install cell.
+
+Which entries exist, and what counts as a message, is decided by
 :mod:`rope_lab.i18n.notebooks` (and, for a markdown document, :mod:`rope_lab.i18n.documents`,
 which splits it the same way). This module needs Babel (the ``test`` extra): Babel reads and
 writes .po, merges a catalog with a new template (fuzzy matching with the previous msgid) and
@@ -51,7 +59,8 @@ from babel.messages.extract import extract_from_dir
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import denormalize, normalize, read_po, write_po
 
-from rope_lab.i18n import DOMAIN, LANGUAGES, documents
+from rope_lab import _atomic
+from rope_lab.i18n import DOMAIN, LANGUAGES, documents, lint
 from rope_lab.i18n import notebooks as text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -234,7 +243,7 @@ def write_catalog(catalog: Catalog, path: Path, *, include_lineno: bool = False)
     if path.exists() and path.read_bytes() == new:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(new)
+    _atomic.write_bytes(path, new)
     return True
 
 
@@ -292,20 +301,25 @@ def init(name: str, root: Path = ROOT) -> Path:
 
 
 def update(root: Path = ROOT) -> list[Path]:
-    """Merge every catalog with the current English; returns the files that changed."""
-    changed = []
+    """Merge every catalog with the current English; returns the files that changed.
+
+    Every catalog is read and merged before any is written; then the changed ones are
+    replaced all together or not at all.
+    """
+    new = {}
     for path in catalogs(root):
         catalog = merged(read_catalog(path), source_template(english_source(path.stem, root)))
-        if write_catalog(catalog, path):
-            changed.append(path)
+        new[path] = po_bytes(catalog)
     package_po = root / PACKAGE_PO.relative_to(ROOT)
     template = package_template(root / "rope_lab")
     catalog = (merged(read_catalog(package_po), template) if package_po.exists()
                else new_catalog(template, "简体中文 translation of the rope_lab package's "
                                           "messages"))
-    if write_catalog(catalog, package_po):
-        changed.append(package_po)
-    return changed
+    new[package_po] = po_bytes(catalog)
+    changed = {path: data for path, data in new.items()
+               if not path.exists() or path.read_bytes() != data}
+    package_po.parent.mkdir(parents=True, exist_ok=True)
+    return _atomic.replace_all(changed)
 
 
 # --- what is translated -----------------------------------------------------------------------
@@ -542,19 +556,58 @@ def index_markdown(built: dict[str, dict], root: Path = ROOT) -> str:
     ])
 
 
+class TranslationError(ValueError):
+    """A translation that the build refuses to write (the message lists every problem)."""
+
+
 def build(root: Path = ROOT) -> list[Path]:
-    """Write every Chinese notebook, the index and rope_lab.mo; returns the files changed."""
-    changed = []
+    """Write every Chinese notebook, the index and rope_lab.mo; returns the files changed.
 
-    def write(path: Path, content: bytes) -> None:
-        if not _same(path, content):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
-            changed.append(path)
+    Checks first (:func:`translation_problems`, and that every built notebook's code is the
+    English code), then writes every changed file or none; :class:`TranslationError` when a
+    check fails, with nothing written.
+    """
+    problems = translation_problems(root)
+    outputs = expected_outputs(root)
+    for path, content in outputs.items():
+        if path.suffix == ".ipynb":
+            english = english_source(path.stem, root)
+            problems += [f"{path.relative_to(root)}: {problem}" for problem in text.code_drift(
+                json.loads(english.read_text(encoding="utf-8")), json.loads(content),
+                language=LANGUAGE)]
+    if problems:
+        raise TranslationError(f"{len(problems)} problem(s), nothing written:\n  "
+                               + "\n  ".join(problems))
+    changed = {path: content for path, content in outputs.items() if not _same(path, content)}
+    for path in changed:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return _atomic.replace_all(changed)
 
-    for path, content in expected_outputs(root).items():
-        write(path, content)
-    return changed
+
+def translation_problems(root: Path = ROOT) -> list[str]:
+    """What :func:`rope_lab.i18n.lint.message_problems` finds in every translation the
+    build would use (notebook and document catalogs, and the package's), one line each."""
+    problems = []
+    for path in catalogs(root):
+        catalog, seen = read_catalog(path), set()
+        for message in source_messages(english_source(path.stem, root)):
+            translated = translation(catalog, message.msgid)
+            if translated is None or message.msgid in seen:
+                continue
+            seen.add(message.msgid)
+            problems += [f"{path.name}: {message.msgid[:50]!r}: {problem}"
+                         for problem in lint.message_problems(
+                             message.msgid, translated, brace_format=message.brace_format,
+                             markdown=message.kind == "markdown",
+                             table=message.note == "markdown table")]
+    package_po = root / PACKAGE_PO.relative_to(ROOT)
+    if package_po.exists():
+        problems += [f"{package_po.name}: {message.id[:50]!r}: {problem}"
+                     for message in read_catalog(package_po) if message.id and message.string
+                     and not message.fuzzy
+                     for problem in lint.message_problems(message.id, message.string,
+                                                          brace_format=True)]
+    return problems
 
 
 def expected_outputs(root: Path = ROOT) -> dict[Path, bytes]:
@@ -699,14 +752,20 @@ def main(argv: list[str] | None = None) -> int:
         except (FileNotFoundError, FileExistsError) as error:
             parser.error(str(error))
         print(f"created {created.relative_to(ROOT)}")
-    elif args.command == "update":
-        changed = update()
-        print(f"{len(changed)} catalog(s) changed" + "".join(
-            f"\n  {p.relative_to(ROOT)}" for p in changed))
-    elif args.command == "build":
-        changed = build()
-        print(f"{len(changed)} file(s) written" + "".join(
-            f"\n  {p.relative_to(ROOT)}" for p in changed))
+    elif args.command in ("update", "build"):
+        try:
+            changed = update() if args.command == "update" else build()
+        except TranslationError as error:
+            print(f"python -m rope_lab.i18n build: {error}", file=sys.stderr)
+            return 2
+        except OSError as error:  # a full disk, a size limit: nothing was changed
+            print(f"python -m rope_lab.i18n {args.command}: could not write "
+                  f"{error.filename or ''}: {error.strerror or error}; no file was changed",
+                  file=sys.stderr)
+            return 2
+        print(f"{len(changed)} {'catalog' if args.command == 'update' else 'file'}(s) "
+              f"{'changed' if args.command == 'update' else 'written'}"
+              + "".join(f"\n  {p.relative_to(ROOT)}" for p in changed))
     found = all_status()
     if args.command == "status":
         for one in found:
