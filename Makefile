@@ -58,17 +58,17 @@ endef
 
 # What git stores of a notebook (.gitattributes): nbstripout's clean filter drops outputs,
 # execution counts and widget state, keeps the cell ids (the claims inventory cites them),
-# and keeps of metadata.language_info only its name, "python": JupyterLab writes the rest
-# from the running kernel on every save (Python's version among it), and a notebook
-# committed without language_info is marked modified as soon as it opens (JupyterLab adds
-# one). The kernelspec stays: the notebooks are committed with the one JupyterLab writes
-# ("Python 3 (ipykernel)"), so a saved notebook equals the committed one and `git status`
-# stays clean (tests/browser/test_readme_path.py checks it).
+# and drops metadata.language_info, which JupyterLab rewrites from the running kernel on
+# every save (Python's version among it; under `make lab`, lab/kernel_language.py hands
+# JupyterLab that same language_info when it opens a notebook, so opening one does not mark
+# it modified). The kernelspec stays: the notebooks are committed with the one JupyterLab
+# writes ("Python 3 (ipykernel)"), so a saved notebook equals the committed one and `git
+# status` stays clean (tests/browser/test_readme_path.py checks it).
 # git runs the filter as one long-running process (scripts/git_notebook_filter.py: one
 # Python start per git command, not one per notebook; `clean` is for gits before 2.11), and
 # the index is refreshed once here: in a fresh clone every entry is "racily clean", and the
 # first command to write the index would otherwise clean every notebook (1 min 43 s once).
-NBSTRIPOUT_ARGS = --keep-id --extra-keys 'metadata.language_info.version metadata.language_info.mimetype metadata.language_info.codemirror_mode metadata.language_info.pygments_lexer metadata.language_info.nbconvert_exporter metadata.language_info.file_extension'
+NBSTRIPOUT_ARGS = --keep-id --extra-keys metadata.language_info
 NBSTRIPOUT = '$(abspath $(PY))' -m nbstripout $(NBSTRIPOUT_ARGS)
 NOTEBOOK_FILTER = '$(abspath $(PY))' '$(abspath scripts/git_notebook_filter.py)' $(NBSTRIPOUT_ARGS)
 notebook-filter:

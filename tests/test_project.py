@@ -340,6 +340,64 @@ def test_make_lab_configures_jupyterlab_from_lab():
     overrides = json.loads((ROOT / "lab" / "labconfig" / "default_setting_overrides.json")
                            .read_text())
     assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    # the course's two server extensions, importable from lab/ (the config puts it on the path)
+    enabled = json.loads((ROOT / "lab" / "jupyter_server_config.d" / "rope_lab.json")
+                         .read_text())["ServerApp"]["jpserver_extensions"]
+    assert enabled == {"git_after_save": True, "kernel_language": True}
+    assert str(ROOT / "lab") in sys.path
+    for name in enabled:
+        assert (ROOT / "lab" / f"{name}.py").is_file()
+
+
+def _lab_module(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "lab" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_an_opened_notebook_gets_the_language_info_its_kernel_will_report():
+    """JupyterLab marks a notebook modified when the starting kernel's language_info differs
+    from the file's (committed without one): the lab serves the native kernel's own."""
+    pytest.importorskip("ipykernel")
+    import asyncio
+    import platform
+
+    lab = _lab_module("kernel_language")
+    info = lab.native_language_info()
+    assert info["name"] == "python" and info["version"] == platform.python_version()
+
+    def served(metadata):
+        return {"type": "notebook", "content": {"metadata": metadata, "cells": []}}
+
+    python3 = {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)"}}
+    assert lab.fill_language_info(served(dict(python3)))["content"]["metadata"][
+        "language_info"] == info
+    assert lab.fill_language_info(served({**python3, "language_info": {"name": "python"}}))[
+        "content"]["metadata"]["language_info"] == info
+    # another kernel, a fuller language_info of its own, no content, not a notebook: as is
+    for metadata in [{"kernelspec": {"name": "ir"}},
+                     {**python3, "language_info": {"name": "python", "version": "3.9.1"}}]:
+        assert lab.fill_language_info(served(dict(metadata)))["content"]["metadata"] == metadata
+    assert lab.fill_language_info({"type": "notebook", "content": None})["content"] is None
+    assert lab.fill_language_info({"type": "file", "content": "x"}) == {"type": "file",
+                                                                          "content": "x"}
+
+    class Manager:  # the server's contents manager: async get, as jupyter_server's
+        async def get(self, path, content=True):
+            return served(dict(python3))
+
+    class Server:
+        contents_manager = Manager()
+
+    server = Server()
+    lab._load_jupyter_server_extension(server)
+    lab._load_jupyter_server_extension(server)  # loaded twice: wrapped once
+    assert server.contents_manager.get.__wrapped__.__name__ == "get"
+    model = asyncio.run(server.contents_manager.get("00.ipynb"))
+    assert model["content"]["metadata"]["language_info"] == info
 
 
 def test_readme_shows_the_two_commands_and_every_notebook():
