@@ -369,8 +369,8 @@ def test_an_opened_notebook_gets_the_language_info_its_kernel_will_report():
     info = lab.native_language_info()
     assert info["name"] == "python" and info["version"] == platform.python_version()
 
-    def served(metadata):
-        return {"type": "notebook", "content": {"metadata": metadata, "cells": []}}
+    def served(held):
+        return {"type": "notebook", "content": {"metadata": held, "cells": []}}
 
     python3 = {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)"}}
     assert lab.fill_language_info(served(dict(python3)))["content"]["metadata"][
@@ -378,9 +378,9 @@ def test_an_opened_notebook_gets_the_language_info_its_kernel_will_report():
     assert lab.fill_language_info(served({**python3, "language_info": {"name": "python"}}))[
         "content"]["metadata"]["language_info"] == info
     # another kernel, a fuller language_info of its own, no content, not a notebook: as is
-    for metadata in [{"kernelspec": {"name": "ir"}},
-                     {**python3, "language_info": {"name": "python", "version": "3.9.1"}}]:
-        assert lab.fill_language_info(served(dict(metadata)))["content"]["metadata"] == metadata
+    for held in [{"kernelspec": {"name": "ir"}},
+                 {**python3, "language_info": {"name": "python", "version": "3.9.1"}}]:
+        assert lab.fill_language_info(served(dict(held)))["content"]["metadata"] == held
     assert lab.fill_language_info({"type": "notebook", "content": None})["content"] is None
     assert lab.fill_language_info({"type": "file", "content": "x"}) == {"type": "file",
                                                                           "content": "x"}
