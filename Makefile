@@ -2,6 +2,7 @@
 #   make lab   set up .venv with what the course needs and open it in JupyterLab
 #   make test  set up .venv with the test tools too and run every check (what CI runs)
 # and a few more:
+#   make check    a teacher's check: every notebook of an edition runs (EDITION=zh_CN), ~2 min
 #   make book     execute every notebook and write the course as a static site in build/book/
 #   make compat   the oldest supported versions and Google Colab's stack (nox sessions)
 #   make set-repository URL=https://github.com/OWNER/NAME REF=v1.0   where the course is published
@@ -14,6 +15,7 @@
 #   INSTALLER=pip   install everything with pip (default: pip for torch, uv for the rest)
 #   KEEP_NOX=1  make compat keeps each nox session's environment in .nox/ (about 3 GB each)
 #               for the next run, instead of removing it once the session passes
+#   JOBS=N      pytest workers (default: one per CPU core; the unit tests get twice as many)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -26,7 +28,7 @@ TEST_EXTRAS := lab,models,test,book,browser
 LAB_STAMP := $(VENV)/.installed-lab
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: lab test install install-test lint unit notebooks browser chromium book compat \
+.PHONY: lab test check install install-test lint unit notebooks browser chromium book compat \
 	set-repository cjk-font notebook-filter stall-check translations clean
 
 # JupyterLab with the course's settings (lab/: no news pop-up, the Chinese font, encrypted
@@ -35,7 +37,18 @@ TEST_STAMP := $(VENV)/.installed-test
 lab: install
 	JUPYTER_CONFIG_PATH=lab $(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
-test: install-test lint unit notebooks browser compat
+# Every check, one stage after another (each is a target of its own: make unit, make browser
+# …), then a table of how long each stage took (scripts/stages.py), also when one fails.
+TEST_STAGES := install-test lint unit notebooks browser compat
+test:
+	@MAKE='$(MAKE)' $(PYTHON) scripts/stages.py $(TEST_STAGES)
+
+# A teacher's check before class: every notebook of an edition runs, several at once, with
+# no error and no warning (rope_lab.runner; about 2 minutes on 2 cores). EDITION=zh_CN for
+# the Chinese edition. Runs are kept in build/executed/ for `make book`.
+EDITION ?= en
+check: install
+	$(PY) -m rope_lab.runner --edition $(EDITION)
 
 install: $(LAB_STAMP)
 install-test: $(TEST_STAMP)
@@ -90,19 +103,28 @@ $(TEST_STAMP): pyproject.toml constraints.txt Makefile
 	$(call install_set,$(TEST_EXTRAS))
 	touch $(LAB_STAMP) $(TEST_STAMP)
 
+# pytest workers: one per core (JOBS=N to choose). Most of the unit tests' time is spent
+# waiting (subprocesses, kernels, the network), so they get twice as many workers as cores.
+JOBS ?= $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+UNIT_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
+
 lint: install-test
 	$(PY) -m ruff check .
 
 unit: install-test
-	$(PY) -m pytest tests --ignore=tests/browser
+	$(PY) -m pytest tests --ignore=tests/browser -n $(UNIT_JOBS)
 
+# Both editions and the solutions, each notebook's cells on one worker (its kernel).
 notebooks: install-test
-	$(PY) -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks
+	$(PY) -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider -n $(JOBS) \
+		--dist loadfile notebooks
 
 # The widgets and the offline book in a real browser: JupyterLab + headless Debian
 # Chromium, driven by Playwright. Screenshots land in test-artifacts/browser/.
+# Two browsers at once: the README's path (a long JupyterLab session) beside the rest,
+# grouped so that the tests sharing a JupyterLab or the executed book run on one worker.
 browser: install-test chromium
-	$(PY) -m pytest -p no:cacheprovider tests/browser
+	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadgroup tests/browser
 
 # The oldest versions pyproject.toml allows, Google Colab's stack and the newest releases,
 # each in its own virtual environment under .nox/, running the unit tests and every English
@@ -113,7 +135,8 @@ browser: install-test chromium
 NOX_SESSIONS := oldest colab newest
 compat: install-test
 	@for session in $(NOX_SESSIONS); do \
-		$(if $(filter cpu,$(TORCH)),ROPE_LAB_TORCH_INDEX=$(TORCH_CPU_INDEX)) $(VENV)/bin/nox --no-color -s $$session || exit 1; \
+		$(if $(filter cpu,$(TORCH)),ROPE_LAB_TORCH_INDEX=$(TORCH_CPU_INDEX)) ROPE_LAB_JOBS=$(JOBS) \
+			$(VENV)/bin/nox --no-color -s $$session || exit 1; \
 		$(if $(KEEP_NOX),,rm -rf .nox/$$session;) \
 	done
 

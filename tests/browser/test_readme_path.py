@@ -38,6 +38,9 @@ from pathlib import Path
 
 import pytest
 
+# `make browser` runs two workers: this long path on one of them.
+pytestmark = pytest.mark.xdist_group("readme")
+
 _spec = importlib.util.spec_from_file_location(
     "browser_conftest", Path(__file__).with_name("conftest.py"))
 setup = importlib.util.module_from_spec(_spec)
