@@ -200,6 +200,7 @@ def test_navigation_links_previous_next_and_the_map():
     assert "→" not in last and "index.html" in last
 
 
+@pytest.mark.slow
 def test_problems_finds_errors_missing_pages_and_broken_links(tmp_path):
     path = tmp_path / "broken.ipynb"
     nbformat.write(new_notebook(cells=[
@@ -215,6 +216,7 @@ def test_problems_finds_errors_missing_pages_and_broken_links(tmp_path):
     assert "absent.ipynb: no page absent.html" in found
 
 
+@pytest.mark.slow
 def test_the_book_of_the_course(tmp_path):
     """`make book`'s site for every notebook of the course, as the notebooks are on disk (the
     executed book, both editions, is built and read in the browser stage:
@@ -280,6 +282,7 @@ def _switch(page: str) -> list[str]:
     return re.findall(r'<a class="rope-lab-language" href="([^"]+)"', page)
 
 
+@pytest.mark.slow
 def test_the_chinese_edition_is_a_folder_of_chinese_pages(two_editions):
     out, notebooks, untranslated = two_editions
     assert book.problems(out, notebooks) == []
@@ -335,6 +338,7 @@ def test_an_index_of_a_partial_build_says_a_notebook_is_not_in_it():
         assert page.count('<a href="03_rope_in_2d.html">') == 1
 
 
+@pytest.mark.slow
 def test_a_translated_notebook_left_out_of_a_partial_build_is_not_called_untranslated(
         tmp_path):
     """English 03 and 05 but only Chinese 03 built: the Chinese index must not say that 05
@@ -509,6 +513,7 @@ def test_cjk_characters_reads_every_text_of_the_repository(tmp_path):
     assert book.cjk_characters(tmp_path) == set("是旋转位置编码。衰减外推注意力")
 
 
+@pytest.mark.slow
 def test_the_font_script_names_the_fix_when_the_font_is_missing(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "cjk_font.py"), "--font",
                              str(tmp_path / "absent.ttc")], capture_output=True, text=True)
@@ -529,6 +534,7 @@ def test_a_missing_cjk_font_names_the_make_target(monkeypatch, tmp_path):
         book.build(tmp_path / "book", [FIXTURE], run=False, teaching=None, log=lambda _: None)
 
 
+@pytest.mark.slow
 def test_pages_load_nothing_from_the_network(tmp_path):
     out = tmp_path / "book"
     book.build(out, [ROOT / "notebooks" / "03_rope_in_2d.ipynb"], run=False, log=lambda _: None)

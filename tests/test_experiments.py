@@ -136,6 +136,7 @@ def _quick(tmp_path, *extra):
     return out, results
 
 
+@pytest.mark.slow
 def test_quick_grid_writes_every_unit_with_provenance(tmp_path):
     out, _ = _quick(tmp_path)
     results = json.loads(out.read_text())
@@ -155,6 +156,7 @@ def test_quick_grid_writes_every_unit_with_provenance(tmp_path):
     assert provenance["units_done"] == len(results["units"])
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_numbers_of_one(tmp_path):
     """The parallel path (spawned workers) reproduces the serial one exactly."""
     subset = ["--schemes", "none", "rope", "--seeds", "0"]
@@ -280,6 +282,7 @@ def test_committed_grid_matches_the_current_config_and_schemes(committed):
     assert {"versions", "device", "date", "wall_seconds", "cpu_seconds"} <= set(provenance)
 
 
+@pytest.mark.slow
 def test_plotted_numbers_are_the_committed_ones(committed):
     from rope_lab.plots import what_changed
 
@@ -304,6 +307,7 @@ def test_plotted_numbers_are_the_committed_ones(committed):
         committed, "rope+window", "copy", "loss", longest)))
 
 
+@pytest.mark.slow
 def test_figures_fit_the_projector(committed):
     """~848 px wide at the course's 90 dpi, no text under 14 px."""
     from matplotlib.text import Text
@@ -416,6 +420,7 @@ GRID_RUN = [sys.executable, "-m", "rope_lab.experiments.position_schemes", "--qu
             "--jobs", "1", "--no-progress", "--steps", "2"]
 
 
+@pytest.mark.slow
 def test_two_runs_sharing_one_file_keep_both_runs_units(tmp_path):
     """Two real processes, half of the schemes each, one --out: all 36 units survive."""
     out = tmp_path / "shared.json"
@@ -536,6 +541,7 @@ def _alive(pid):
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_sigkill_of_a_parallel_run_ends_its_workers(tmp_path):
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "ROPE_LAB_C_KERNEL": "0"}
