@@ -727,15 +727,12 @@ BOOK_CSS = f""".rope-lab-language {{ float: right; margin-left: 1em; font-weight
 """
 
 # jupyter-server-mathjax ships MathJax's STIX-Web fonts only (not its default TeX fonts):
-# configured before MathJax.js loads, so it never asks for the missing ones. The combined
-# configuration picks MathJax's NativeMML output where the browser reads MathML (Chromium
-# does now), and NativeMML asks for TeX/otf/MathJax_AMS-Regular.otf on every page with
-# \mathbb (05's 𝔼): HTML-CSS, with STIX-Web, is asked for instead. MathJax's
+# configured before MathJax.js loads, so it never asks for the missing ones (but see
+# TEX_FONT_STAND_INS). MathJax's
 # "MathJax_Blank" probe font is loaded from about:blank by default, which Chromium refuses
 # from a page opened from disk, with a console error on every page; a local() source that
 # no machine has fails the same way (MathJax only needs it not to load), in silence.
-MATHJAX_FONTS = """<script>window.MathJax = {MMLorHTML: {prefer: "HTML"},
-  "HTML-CSS": {availableFonts: ["STIX-Web"],
+MATHJAX_FONTS = """<script>window.MathJax = {"HTML-CSS": {availableFonts: ["STIX-Web"],
   preferredFont: "STIX-Web", webFont: "STIX-Web", imageFont: null,
   styles: {"@font-face": {"font-family": "MathJax_Blank",
                           src: "local('rope_lab no such font')"}}}};</script>
@@ -1017,10 +1014,31 @@ def mathjax_source() -> Path:
     return static
 
 
+# MathJax's assistive MathML (hidden text for screen readers) is styled by its NativeMML
+# output, which names MathJax's TeX fonts for the letter variants (double-struck \mathbb,
+# script, fraktur, calligraphic); jupyter-server-mathjax ships STIX-Web only, so a page with
+# 05's 𝔼 logged net::ERR_FILE_NOT_FOUND for TeX/otf/MathJax_AMS-Regular.otf. The STIX-Web
+# font with the same letters stands in under each name asked for (browsers read a font by
+# its content, not its file name), and no page asks for a file the site lacks.
+TEX_FONT_STAND_INS = {
+    "MathJax_AMS-Regular.otf": "STIXMathJax_DoubleStruck-Regular.woff",
+    "MathJax_Script-Regular.otf": "STIXMathJax_Script-Regular.woff",
+    "MathJax_Fraktur-Regular.otf": "STIXMathJax_Fraktur-Regular.woff",
+    "MathJax_Fraktur-Bold.otf": "STIXMathJax_Fraktur-Bold.woff",
+    "MathJax_Caligraphic-Regular.otf": "STIXMathJax_Script-Italic.woff",
+    "MathJax_Caligraphic-Bold.otf": "STIXMathJax_Script-BoldItalic.woff",
+}
+
+
 def copy_offline_assets(out_dir: Path, mathjax: Path) -> None:
     """MathJax (without its 3.5 MB of screen-reader maps) and the CJK font, into the site."""
     shutil.copytree(mathjax, out_dir / MATHJAX_DIR, copy_function=_atomic.copy_file,
                     ignore=shutil.ignore_patterns("mathmaps", "*.py", "__pycache__"))
+    stix = out_dir / MATHJAX_DIR / "fonts" / "HTML-CSS" / "STIX-Web" / "woff"
+    tex = out_dir / MATHJAX_DIR / "fonts" / "HTML-CSS" / "TeX" / "otf"
+    tex.mkdir(parents=True, exist_ok=True)
+    for name, stand_in in TEX_FONT_STAND_INS.items():
+        _atomic.copy_file(stix / stand_in, tex / name)
     if not CJK_FONT.exists():
         raise MissingBookDependency(f"{CJK_FONT} is missing: run `make cjk-font`")
     _atomic.copy_file(CJK_FONT, out_dir / CJK_FONT.name)

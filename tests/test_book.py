@@ -832,3 +832,19 @@ def test_the_gate_keeps_a_page_of_the_course_as_it_is():
                 html.unescape(re.sub(r"<[^>]+>", "", body)))
 
     assert shape(clean) == shape(page)
+
+
+def test_every_font_file_mathjax_names_is_in_the_site(tmp_path):
+    """MathJax's combined configuration names TeX fonts by file (its assistive MathML asked
+    for TeX/otf/MathJax_AMS-Regular.otf on 05's page: a console error, as the site had no
+    such file): every one it can ask for is there."""
+    out = tmp_path / "book"
+    book.build(out, [ROOT / "notebooks" / "03_rope_in_2d.ipynb"], run=False,
+               teaching=None, log=lambda _: None)
+    config = (out / book.MATHJAX_DIR / "config" / "TeX-AMS-MML_HTMLorMML-full.js").read_text()
+    named = set(re.findall(r"MathJax_[A-Za-z]+-[A-Za-z]+\.otf", config))
+    assert "MathJax_AMS-Regular.otf" in named
+    folder = out / book.MATHJAX_DIR / "fonts" / "HTML-CSS" / "TeX" / "otf"
+    assert sorted(name for name in named if not (folder / name).is_file()) == []
+    for name in named:  # a real font, not an empty stand-in
+        assert (folder / name).read_bytes()[:4] in (b"wOFF", b"OTTO", b"\0\1\0\0")
