@@ -101,7 +101,8 @@ def ways_to_run_markdown(repository=None) -> str:
     ``course.REPOSITORY``), else one row that says why this copy has no such links."""
     published = course.REPOSITORY if repository is None else repository
     ways = WAYS_TO_RUN + (PUBLISHED_WAYS if published else (UNPUBLISHED_WAY,)) + (OFFLINE_WAY,)
-    rows = [f"| {_('where')} | {_('how')} |", "|---|---|"]
+    where_header, how_header = _("where"), _("how")  # outside the f-string: the catalog sees them
+    rows = [f"| {where_header} | {how_header} |", "|---|---|"]
     rows += [f"| {_(where)} | {_(how)} |" for where, how in ways]
     return "\n".join(rows)
 

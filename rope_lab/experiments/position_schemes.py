@@ -887,7 +887,7 @@ def main(argv=None) -> dict:
     print(f"wrote {out.resolve()}: {len(results['units'])} units, "
           f"{results['provenance']['wall_seconds']} s wall, "
           f"{results['provenance']['cpu_seconds']} s CPU")
-    if not args.schemes:  # a subset of schemes lacks some of the compared ones
+    if not args.schemes and results.get("units"):  # a subset lacks some compared schemes
         print(compare_directions(results))
     return results
 

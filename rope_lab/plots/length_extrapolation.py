@@ -26,6 +26,22 @@ SCALING_STYLES = {"default": "-", "linear": ":", "ntk": "--", "dynamic": "-.", "
                   "llama3": (0, (6, 2, 1, 2, 1, 2))}
 SCALING_MARKERS = {"default": "o", "linear": "x", "ntk": "s", "dynamic": "D", "yarn": "^",
                    "llama3": "v"}
+# What a legend or a dropdown shows for a method: the identifier in English; a translation
+# names the method in its words and keeps the identifier ("线性插值（linear）").
+SCALING_LABELS = {
+    # Translators: a scaling method in a legend or dropdown: its name, then the identifier
+    "default": N_("scaling method: default"), "linear": N_("scaling method: linear"),
+    "ntk": N_("scaling method: ntk"), "dynamic": N_("scaling method: dynamic"),
+    "yarn": N_("scaling method: yarn"), "llama3": N_("scaling method: llama3"),
+}
+
+
+def scaling_label(method: str) -> str:
+    """``method`` as a legend or a dropdown shows it (see :data:`SCALING_LABELS`)."""
+    from rope_lab.i18n import gettext
+
+    text = gettext(SCALING_LABELS[method])
+    return method if text == SCALING_LABELS[method] else text
 
 
 def _scaled(method, dim, base, factor, original_length, beta_fast, beta_slow):
@@ -50,7 +66,7 @@ def _draw_frequency_overlay(axes, dim, base, factor, original_length, method, be
     for name in scaling.METHODS:
         ratio = _scaled(name, dim, base, factor, original_length, beta_fast, beta_slow) / theta
         chosen = name == method
-        label = _("dynamic (at ℓ = sL)") if name == "dynamic" else name
+        label = _("dynamic (at ℓ = sL)") if name == "dynamic" else scaling_label(name)
         axes.plot(pairs, ratio.numpy(), color=SCALING_COLOURS[name], label=label,
                   linestyle=SCALING_STYLES[name], linewidth=3.2 if chosen else 1.4,
                   alpha=1.0 if chosen else 0.55, zorder=3 if chosen else 2)
@@ -77,7 +93,7 @@ def _draw_wavelength_chart(axes, dim, base, factor, original_length, method, bet
         scaled = scaling.wavelengths(
             _scaled(method, dim, base, factor, original_length, beta_fast, beta_slow))
         axes.plot(pairs, scaled.numpy(), "o", color=SCALING_COLOURS[method], markersize=4,
-                  label=f"{method}, s = {factor:g}")
+                  label=f"{scaling_label(method)}, s = {factor:g}")
     axes.axhline(original_length, color="0.2", linestyle="--", linewidth=1.2,
                  label=_("trained length L = {length}").format(length=original_length))
     if factor > 1:
@@ -152,7 +168,7 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
     wavelength = scaling.wavelengths(theta).numpy()
     ratios = {}
     for name in scaling.METHODS:
-        label = _("dynamic (at sL)") if name == "dynamic" else name
+        label = _("dynamic (at sL)") if name == "dynamic" else scaling_label(name)
         ratios[name], = left.plot(pairs, [1.0] * len(pairs), color=SCALING_COLOURS[name],
                                   linestyle=SCALING_STYLES[name], label=label)
     pi_line = left.axhline(1.0, color=role("context"), linestyle=":", linewidth=1.2)
