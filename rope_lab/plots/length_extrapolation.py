@@ -76,7 +76,8 @@ def _draw_frequency_overlay(axes, dim, base, factor, original_length, method, be
     axes.set(title=_("Rotation speed after scaling, s = {factor:g}").format(factor=factor),
              xlabel=_("pair i (0 = fastest)"),
              ylabel=_("θ′ᵢ / θᵢ  (1 = unchanged, 1/s = PI)"))
-    axes.legend(loc="lower left", ncol=2)
+    # under the axes: the methods' names (线性插值（linear）…) would cover the curves inside
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, columnspacing=1.5)
 
 
 def _draw_wavelength_chart(axes, dim, base, factor, original_length, method, beta_fast,
@@ -122,7 +123,7 @@ def frequency_overlay(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
 
     if method not in scaling.METHODS:
         raise ValueError(f"method must be one of {scaling.METHODS}, got {method!r}")
-    figure, axes = new_figure(width=7.5, height=4.2)
+    figure, axes = new_figure(width=7.5, height=5.0)
     _draw_frequency_overlay(axes, dim, base, factor, original_length, method, beta_fast,
                             beta_slow)
     return figure
@@ -159,7 +160,7 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
         raise ValueError(f"method must be one of {scaling.METHODS}, got {method!r}")
     # 9 in = 810 CSS px: inside JupyterLab's output area at 1280 × 800 with the sidebar
     # open, the widget box's own padding included (9.3 in lost the right spine there). The
-    # method legend sits under the left axes, off the curves.
+    # method legend sits under both axes, off the curves.
     figure, (left, right) = fixed_layout_figure(1, 2, width=9.0, height=5.4, left=0.09,
                                                 right=0.975, bottom=0.3, top=0.92,
                                                 wspace=0.5)
@@ -202,8 +203,12 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
             line.set(linewidth=3.4 if chosen else 1.4, alpha=1.0 if chosen else 0.6,
                      zorder=3 if chosen else 2)
         pi_line.set_ydata([1 / factor, 1 / factor])
-        left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
-                    handlelength=2.2, columnspacing=0.8, borderaxespad=0)
+        # Under both axes, across the figure: the names (线性插值（linear）…) need the width.
+        for legend in list(figure.legends):
+            legend.remove()
+        figure.legend(handles=list(ratios.values()), loc="lower center",
+                      bbox_to_anchor=(0.5, 0.01), ncol=3, handlelength=2.2,
+                      columnspacing=1.2, borderaxespad=0)
         left.set_title(_("Rotation speed, s = {factor} ({method} thick)").format(
             factor=number(factor), method=method))
         turns = scaling.wavelengths(theta).numpy() <= original_length
