@@ -70,7 +70,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 FORWARD_REFERENCES = {
     "rotary position embedding (RoPE)": {"02"},  # 02 names what 03 derives
     "frequency θ_i": {"02"},  # 02: the sinusoidal frequencies ω_i
-    "long-range decay": {"02"},  # 02 checks a post's decay claim for sinusoidal codes; 05 teaches it
+    "long-range decay": {"02"},  # 02 checks a post's claim for sinusoidal codes; 05 teaches
     "NTK-aware scaling": {"05"},  # 05's further reading points at notebook 06
     "YaRN": {"05"},
     "Llama 3 scaling": {"05"},
