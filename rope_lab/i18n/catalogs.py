@@ -61,6 +61,7 @@ from babel.messages.mofile import write_mo
 from babel.messages.pofile import denormalize, normalize, read_po, write_po
 
 from rope_lab import _atomic
+from rope_lab.course import notebook_files
 from rope_lab.i18n import DOMAIN, LANGUAGES, documents, lint
 from rope_lab.i18n import notebooks as text
 
@@ -217,7 +218,7 @@ def check_lines(root: Path = ROOT) -> dict[tuple[str, str], str]:
     for row in _claim_rows():
         if not row["cell_id"]:
             continue
-        (english,) = sorted((root / "notebooks").glob(f"{row['notebook']}_*.ipynb"))
+        (english,) = notebook_files(root / "notebooks", f"{row['notebook']}_*.ipynb")
         path = root / CATALOG_DIR.relative_to(ROOT) / f"{english.stem}.po"
         if not path.exists():
             continue
@@ -244,7 +245,7 @@ def shown_objects(root: Path = ROOT) -> list[tuple[object, str]]:
     import importlib
 
     found = []
-    for english in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    for english in notebook_files(root / "notebooks", "[0-9][0-9]_*.ipynb"):
         cells = [("".join(cell["source"])) for cell in json.loads(
             english.read_text(encoding="utf-8"))["cells"] if cell["cell_type"] == "code"]
         aliases = {}

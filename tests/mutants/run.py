@@ -134,7 +134,9 @@ def _only_draws(source: str) -> bool:
 
 
 def notebook_path(number: str) -> Path:
-    (path,) = sorted(NOTEBOOKS.glob(f"{number}_*.ipynb"))
+    from rope_lab.course import notebook_files  # only the parent: children import the copy
+
+    (path,) = notebook_files(NOTEBOOKS, f"{number}_*.ipynb")
     return path
 
 
@@ -226,6 +228,9 @@ def child(mutant: Mutant | None, cells, mode: str, write_end: int) -> None:
         folder = Path(tempfile.mkdtemp(prefix="rope_lab_mutant_"))
         try:
             sys.path.insert(0, str(overlay(mutant, folder)))
+            # the parent may have imported the real package (to list notebooks): forget it
+            for name in [m for m in sys.modules if m == "rope_lab" or m.startswith("rope_lab.")]:
+                del sys.modules[name]
             attempts = _block_optional() if mode == "bare" else []
             import rope_lab
 
