@@ -8,6 +8,9 @@
 #   make set-repository URL=https://github.com/OWNER/NAME REF=v1.0   where the course is published
 #   make translations   refresh the translation catalogs from the English notebooks and build
 #                       the Chinese edition (notebooks/zh_CN/) from them
+#   make mutants  plant each bug of tests/mutants/catalogue.toml in a copy of the package and
+#                 check that the notebook teaching it catches it with a ✘ (with and without
+#                 the optional extras)
 #
 # Variables:
 #   TORCH=cpu   on Linux, take torch's CPU-only build from PyTorch's own index instead of
@@ -29,7 +32,7 @@ LAB_STAMP := $(VENV)/.installed-lab
 TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: lab test check install install-test lint unit notebooks browser chromium book compat \
-	set-repository cjk-font notebook-filter stall-check translations clean
+	set-repository cjk-font notebook-filter stall-check translations mutants clean
 
 # JupyterLab with the course's settings (lab/: no news pop-up, the Chinese font, encrypted
 # kernel connections); your own ~/.jupyter settings still apply on top. Jupyter refuses to
@@ -172,6 +175,12 @@ set-repository: install
 translations: install-test
 	$(PY) -m rope_lab.i18n update
 	$(PY) -m rope_lab.i18n build
+
+# Every bug of the mutant catalogue, planted alone in a temporary copy of the package, must be
+# caught by a check of the notebook that teaches it (a ✘, not a crash), with the optional
+# extras and without them. tests/test_mutants.py runs the same under `make unit`.
+mutants: install-test
+	$(PY) tests/mutants/run.py
 
 # Rebuild the course's Chinese font (rope_lab/book_assets/cjk-subset.otf: the book, the lab
 # and the figures) after adding Chinese text outside GB 2312 level 1 (needs fonts-noto-cjk).

@@ -931,16 +931,18 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
 
     ``notebooks`` (default :func:`book_notebooks`, every edition) may mix editions: each
     notebook goes to its edition's folder (:func:`edition_of`). The English index and the
-    claims page are always written; a translation gets its folder, its index and its
-    teaching guide (``teaching``'s twin in its folder, ``notebooks/zh_CN/TEACHING.md``) when
-    at least one of its notebooks is published. Each edition is written in its language.
+    claims page are always written; a translation gets its folder, its index, its claims
+    page and its teaching guide (``teaching``'s twin in its folder,
+    ``notebooks/zh_CN/TEACHING.md``) when at least one of its notebooks is published. Each
+    edition is written in its language.
     """
     order = list(notebooks) if notebooks is not None else book_notebooks()
     editions = {edition: [path for path in order if edition_of(path) == edition]
                 for edition in EDITIONS}
     editions = {edition: listed for edition, listed in editions.items()
                 if listed or edition == ENGLISH}
-    pages = {page_name(path) for path in order} | {"claims.html"}
+    pages = {page_name(path) for path in order} | {edition.page("claims.html")
+                                                    for edition in editions}
     extra, guides = {}, {}
     for edition in editions:
         pages.add(edition.page("index.html"))
@@ -950,9 +952,8 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
             guides[edition] = guide
             extra[edition][edition.page("teaching.html")] = N_("Teaching guide")
             pages.add(edition.page("teaching.html"))
-        # The claims inventory stays in one language, with the posts' Chinese quotes.
-        extra[edition]["claims.html"] = (N_("Claims of the source posts") if edition == ENGLISH
-                                         else N_("Claims of the source posts (in English)"))
+        # The claims inventory in each edition's language (the posts' quotes as written).
+        extra[edition][edition.page("claims.html")] = N_("Claims of the source posts")
     mathjax = mathjax_source()  # before anything is deleted: fail early, say what to install
     executed = {}
     if run:
@@ -978,13 +979,18 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
                 _publish(out_dir / here, render_markdown_page(
                     guides[edition].read_text(encoding="utf-8"), _("Teaching guide"), pages,
                     here))
-            if edition == ENGLISH:
-                # The claims inventory gets its own page: what the course checked.
-                from rope_lab.claims import claims_markdown
+            # The claims inventory gets its own page: what the course checked.
+            from rope_lab.claims import claims_markdown
 
-                _publish(out_dir / "claims.html", render_markdown_page(
-                    "# Claims of the source posts\n\n" + claims_markdown(),
-                    "Claims of the source posts", pages, "claims.html"))
+            lines = None
+            if edition != ENGLISH:  # the check lines as the translated notebooks print them
+                from rope_lab.i18n.catalogs import check_lines
+
+                lines = check_lines()
+            title = _("Claims of the source posts")
+            _publish(out_dir / edition.page("claims.html"), render_markdown_page(
+                f"# {title}\n\n" + claims_markdown(lines), title, pages,
+                edition.page("claims.html")))
             # twins on disk of the English notebooks built (those left out are still there)
             translated = frozenset(path.name for path in editions[ENGLISH]
                                    if (path.parent / edition.folder / path.name).is_file())

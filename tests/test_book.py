@@ -302,7 +302,10 @@ def test_the_chinese_edition_is_a_folder_of_chinese_pages(two_editions):
     assert _switch((out / "index.html").read_text()) == ["zh_CN/index.html"]
     assert _switch((out / "zh_CN" / "index.html").read_text()) == ["../index.html"]
     assert _switch((out / "zh_CN" / "teaching.html").read_text()) == ["../teaching.html"]
-    assert _switch((out / "claims.html").read_text()) == ["zh_CN/index.html"]  # English only
+    assert _switch((out / "claims.html").read_text()) == ["zh_CN/claims.html"]
+    assert _switch((out / "zh_CN" / "claims.html").read_text()) == ["../claims.html"]
+    chinese_claims = (out / "zh_CN" / "claims.html").read_text()
+    assert '<html lang="zh-CN">' in chinese_claims and "没有位置编码时，注意力" in chinese_claims
     # the Chinese pages' neighbours are Chinese pages: 03 is the only one here
     # (the page's text, not its stylesheets: older JupyterLab themes draw icons with ← and →)
     text = re.sub(r"<style.*?</style>", "", chinese, flags=re.S)
@@ -318,7 +321,7 @@ def test_the_chinese_index_links_its_pages_and_the_english_ones_not_translated(t
     assert re.search(rf'<a href="../{untranslated.stem}.html" hreflang="en">[^<]+</a> '
                      "<em>（英文版，尚未翻译）</em>", index)
     assert '<a href="teaching.html">教学指南</a>' in index
-    assert '<a href="../claims.html">原博文的论断（英文）</a>' in index
+    assert '<a href="claims.html">原博文的论断</a>' in index
     assert "分钟</td>" in index and " min</td>" not in index
 
 

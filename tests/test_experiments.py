@@ -809,3 +809,21 @@ def test_two_processes_with_other_seeds_into_one_file(tmp_path):
         stdout, stderr = first.communicate(timeout=600)
     assert first.returncode == 0, stderr
     assert set(json.loads(out.read_text())["units"]) == {"none|0", "rope|0"}
+
+
+def test_the_stored_results_show_every_direction_the_notebooks_read():
+    """Notebooks 06 and 12 check these directions on the stored results; a run of either
+    command prints them for its own results next to these (tested on a doctored copy)."""
+    import copy
+
+    from rope_lab.experiments import extrapolation, position_schemes
+
+    for module in (extrapolation, position_schemes):
+        stored = module.load_results()
+        assert all(module.directions(stored).values()), module.directions(stored)
+        assert "differs" not in module.compare_directions(stored, stored)
+    changed = copy.deepcopy(extrapolation.load_results())
+    changed["loss"]["rope+yarn"]["8"] = 99.0  # YaRN no longer the best at 8×
+    table = extrapolation.compare_directions(changed)
+    assert "YaRN is the best RoPE variant at every longer length" in table
+    assert table.count("← differs") == 2  # that and the ordering at the longest length
