@@ -52,6 +52,11 @@ nox.options.sessions = ["oldest", "colab", "newest"]
 TORCH_HERE = next(line.split("==")[1].strip()
                   for line in (ROOT / "constraints.txt").read_text().splitlines()
                   if line.startswith("torch=="))
+# Triton is torch's compiler: a torch release is built against one Triton release (PyPI's
+# CUDA torch pins it), so every session keeps the Triton that constraints.txt pins beside
+# TORCH_HERE (the newest session would otherwise pair torch with a Triton no user has).
+TRITON_HERE = [line.strip() for line in (ROOT / "constraints.txt").read_text().splitlines()
+               if line.startswith("triton==")]
 
 # Google Colab's preinstalled stack (late 2026), as far as the course touches it: its own
 # torch, ipywidgets 7.7.1 with the classic widget front end, transformers 4.x, and the
@@ -218,7 +223,7 @@ def oldest(session: nox.Session) -> None:
 @nox.session
 def colab(session: nox.Session) -> None:
     """Google Colab's stack: ipywidgets 7.7.1, transformers 4.x, numpy 2.0, matplotlib 3.10."""
-    _install_and_run(session, COLAB + [f"torch=={TORCH_HERE}"])
+    _install_and_run(session, COLAB + [f"torch=={TORCH_HERE}", *TRITON_HERE])
 
 
 @nox.session
@@ -232,4 +237,4 @@ def newest(session: nox.Session) -> None:
     (:data:`TORCH_HERE`, the one ``make`` already installed, so nothing new is downloaded).
     Every other package is the newest that PyPI has for this Python.
     """
-    _install_and_run(session, [], newest=True)
+    _install_and_run(session, TRITON_HERE, newest=True)

@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import types
 import sys
 import time
 from pathlib import Path
@@ -218,7 +219,7 @@ def test_a_grid_of_another_config_is_not_resumed(tmp_path, capsys):
         _quick(tmp_path, "--schemes", "none", "--seeds", "0", "--steps", "2")
     assert stop.value.code == 2
     error = capsys.readouterr().err
-    assert "grid.json holds results of another config (steps: 3 in the file, 2 here)" in error
+    assert "grid.json: it holds results of another config (steps: 3 in the file, 2 here)" in error
 
 
 @pytest.mark.parametrize(("option", "message"), [
@@ -242,7 +243,8 @@ def test_device_cuda_is_refused_without_a_gpu_and_passed_through_with_one(monkey
     assert "torch.cuda.is_available() is False" in capsys.readouterr().err
     seen = {}
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(ps, "_prepare", lambda config, device, *args: seen.update(device=device))
+    monkeypatch.setattr(ps, "_prepare", lambda config, device, out, *args: seen.update(
+        device=device) or types.SimpleNamespace(out=out))
     monkeypatch.setattr(ps, "_train", lambda plan, progress: {
         "units": {}, "provenance": {"wall_seconds": 0, "cpu_seconds": 0}})
     ps.main(["--quick", "--device", "cuda", "--out", str(tmp_path / "x.json")])
