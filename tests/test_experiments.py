@@ -8,9 +8,9 @@ import os
 import re
 import signal
 import subprocess
-import types
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
