@@ -22,7 +22,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 INSTALLER ?= uv
 TORCH_VERSION := $(shell sed -n 's/^torch==//p' constraints.txt)
 LAB_EXTRAS := lab,models
-TEST_EXTRAS := lab,models,test,book,browser
+TEST_EXTRAS := lab,models,test,book,browser,teach
 LAB_STAMP := $(VENV)/.installed-lab
 TEST_STAMP := $(VENV)/.installed-test
 
