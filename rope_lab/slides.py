@@ -48,6 +48,8 @@ REVEAL_DIR = "reveal.js"
 # what a deck loads of reveal.js (and the theme's fonts), copied from sphinx-revealjs
 REVEAL_FILES = ("LICENSE", "dist/reveal.css", "dist/reveal.js", "dist/theme/white.css",
                 "plugin/notes/notes.js")
+# white: its font ships with reveal.js (nbconvert's default, simple, imports Google Fonts)
+REVEAL_THEME = "white"
 REVEAL_FONTS = "dist/theme/fonts/source-sans-pro"
 # RISE's settings, in each notebook's metadata: a slide taller than the screen scrolls
 RISE_SETTINGS = {"scroll": True}
@@ -182,7 +184,8 @@ def render_deck(notebook: Path, order: list[Path], pages: set[str], *, executed=
     nb.cells.append(last)
     exporter = SlidesExporter(template_file=str(TEMPLATE), reveal_url_prefix=root + REVEAL_DIR,
                               mathjax_url=root + book.MATHJAX_URL, reveal_scroll=True,
-                              reveal_number="c/t")
+                              reveal_number="c/t", reveal_theme=REVEAL_THEME,
+                              reveal_transition="none")
     body, _resources = exporter.from_notebook_node(
         nb, resources={"metadata": {"name": book._title(notebook)}})
     body = re.sub(r"<html\b[^>]*>", f'<html lang="{book.page_edition(here).html_lang}">', body,

@@ -201,13 +201,13 @@ def test_points_and_a_course_rewritten_in_place(tmp_path, capsys):
 
 # --- the real flow --------------------------------------------------------------------------
 
-def nbgrader(course: Path, *args: str) -> str:
+def nbgrader(course: Path, *args: str, status: int = 0) -> str:
     # nbgrader runs alembic (the gradebook's migrations) from PATH: the environment's bin/
     env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(sys.executable),
                                                  os.environ.get("PATH", "")]))
     result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
                             capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    assert result.returncode == status, result.stdout[-3000:] + result.stderr[-5000:]
     return result.stdout + result.stderr
 
 
@@ -257,7 +257,8 @@ def test_generate_submit_autograde_export_with_nbgrader(tmp_path):
         tests={"ex03_1": ("pass", 100)})
     submit(course, "killer", {**right, "ex03_2_answer": right["ex03_2_answer"]
                               + "\n\nimport os\nos._exit(1)\n"})
-    log = nbgrader(course, "autograde", ASSIGNMENT)
+    # nbgrader says so with exit status 1 when a notebook could not be graded (killer's)
+    log = nbgrader(course, "autograde", ASSIGNMENT, status=1)
     assert "error processing assignment '03_rope_in_2d' for student 'killer'" in log
     nbgrader(course, "export", "--to", str(tmp_path / "grades.csv"))
 
