@@ -21,6 +21,7 @@ import nbformat
 import pytest
 
 from rope_lab import nbgrader_course
+from rope_lab.course import notebook_files
 from rope_lab.exercises import GRADERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +48,7 @@ def test_every_exercise_is_one_answer_and_one_test_in_each_edition(course, editi
     from nbgrader.nbgraderformat import MetadataValidator
 
     tests, validator = {}, MetadataValidator()
-    for path in sorted((course / edition / "source").glob("*/*.ipynb")):
+    for path in notebook_files(course / edition / "source", recursive=True):
         nb = nbformat.read(path, as_version=4)
         validator.validate_nb(nb)  # nbgrader 0.9's schema: raises on a bad cell
         cells = graded_cells(path)
@@ -109,7 +110,7 @@ def test_every_answer_cell_runs_with_what_the_notebook_defines_above_it(course, 
     the notebook does not make would fail in nbgrader with a NameError; the solutions
     themselves are checked by their graders in the solution notebooks (make notebooks)."""
     missing = {}
-    for path in sorted((course / edition / "source").glob("*/*.ipynb")):
+    for path in notebook_files(course / edition / "source", recursive=True):
         cells = nbformat.read(path, as_version=4).cells
         for index, cell in enumerate(cells):
             if not cell.metadata.get("nbgrader", {}).get("solution"):
