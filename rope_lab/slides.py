@@ -1,8 +1,11 @@
 """The course as slides: live in class with RISE, and as offline reveal.js decks.
 
 **Live.** Every notebook is a RISE slideshow (``jupyterlab-rise``, in the ``lab`` extra: the
-slideshow button in JupyterLab's notebook toolbar, or Alt+R). The kernel keeps running, so the
-sliders stay live on the slides. Where the slides break is written in each cell's metadata
+slideshow button in JupyterLab's notebook toolbar, or Alt+R), on the notebook's kernel: code
+cells run on the slides. Its slider panels do not render there yet: RISE's page cannot load the
+widget manager of ipywidgets 8 ("Shared module @jupyterlab/console doesn't exist in shared
+scope", jupyterlab-contrib/rise issue 119, open for jupyterlab-rise 0.43.1), so sliders are
+turned in the notebook's tab. Where the slides break is written in each cell's metadata
 (``slideshow.slide_type``), set by one rule, :func:`slide_types`, never by hand::
 
     python -m rope_lab.slides --mark      # after editing an English notebook
