@@ -26,7 +26,7 @@ nbgrader cells:
 
 The rest of each notebook is the lesson as it is; ``nbgrader autograde`` runs all of it
 (every notebook takes well under 20 s) with a 120 s limit per cell. A teacher's flow, in
-``DIR/en``::
+``DIR/en``, with the course's environment activated (nbgrader runs ``alembic`` from ``PATH``)::
 
     nbgrader generate_assignment 03_rope_in_2d      # release/ for the students
     nbgrader db student add alice                   # or import a CSV: nbgrader db student import
@@ -36,10 +36,14 @@ The rest of each notebook is the lesson as it is; ``nbgrader autograde`` runs al
 
 Points: 1 per exercise unless ``--points 05.3=2`` (repeatable) says otherwise.
 
-What nbgrader guards: a test cell a student edited or deleted is put back from the gradebook
-before grading, and the points are the gradebook's. What it cannot guard: the tests run in
-the student's kernel, after the student's code, so code written to fool a grader (patching
-``exercises``) can; read the code of a grade that matters (the graders are a learning aid).
+What nbgrader guards: a test cell a student edited is put back from the gradebook before
+grading, and the points are the gradebook's. A learner's function that never returns
+or ends its process costs that exercise only (the graders run it apart, with a time limit). A
+notebook whose own code ends its kernel (``os._exit`` in a cell) is not graded at all: nbgrader
+gives it 0, says so in its log and exits 1, and grades the other students as usual. What it
+cannot guard: the tests run in the student's kernel, after the student's code, so code written
+to fool a grader (patching ``exercises``) can; read the code of a grade that matters (the
+graders are a learning aid).
 
 Bad input (a file that is not a notebook, a notebook of another course or of another version
 of the course, an output folder that cannot be written, an unknown exercise in ``--points``)
