@@ -383,7 +383,9 @@ def check_out(out: Path) -> Path:
     existing = out
     while not existing.exists():
         existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    if not existing.is_dir():
+        raise BadInput(f"--out {out}: {existing} is a file, not a folder; choose another path")
+    if not os.access(existing, os.W_OK | os.X_OK):
         raise BadInput(f"--out {out}: the folder {existing} is not writable; choose another "
                        "path")
     return out

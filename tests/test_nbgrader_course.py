@@ -170,13 +170,21 @@ def test_a_notebook_of_another_version_of_the_course(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_an_output_path_that_cannot_be_written(tmp_path, capsys):
+def test_an_output_path_that_cannot_be_written(tmp_path, capsys, monkeypatch):
     afile = tmp_path / "grades.csv"
     afile.write_text("", encoding="utf-8")
     code, err = _run(capsys, "--out", afile, NOTEBOOK)
     assert code == 2 and "exists and is not a folder" in err
     code, err = _run(capsys, "--out", afile / "course", NOTEBOOK)
-    assert code == 2 and "is not writable" in err and err.count("\n") == 1
+    assert code == 2 and "is a file, not a folder" in err and err.count("\n") == 1
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    # as the OS answers a user without write permission there (root may write anywhere)
+    real_access = os.access
+    monkeypatch.setattr(nbgrader_course.os, "access", lambda path, mode: False
+                        if Path(path) == locked else real_access(path, mode))
+    code, err = _run(capsys, "--out", locked / "course", NOTEBOOK)
+    assert code == 2 and f"the folder {locked} is not writable" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize(("points", "expected"), [
