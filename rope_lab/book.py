@@ -727,15 +727,12 @@ BOOK_CSS = f""".rope-lab-language {{ float: right; margin-left: 1em; font-weight
 """
 
 # jupyter-server-mathjax ships MathJax's STIX-Web fonts only (not its default TeX fonts):
-# configured before MathJax.js loads, so it never asks for the missing ones. The combined
-# configuration picks MathJax's NativeMML output where the browser reads MathML (Chromium
-# does now), and NativeMML asks for TeX/otf/MathJax_AMS-Regular.otf on every page with
-# \mathbb (05's 𝔼): HTML-CSS, with STIX-Web, is asked for instead. MathJax's
+# configured before MathJax.js loads, so it never asks for the missing ones (but see
+# TEX_FONT_STAND_INS). MathJax's
 # "MathJax_Blank" probe font is loaded from about:blank by default, which Chromium refuses
 # from a page opened from disk, with a console error on every page; a local() source that
 # no machine has fails the same way (MathJax only needs it not to load), in silence.
-MATHJAX_FONTS = """<script>window.MathJax = {MMLorHTML: {prefer: "HTML"},
-  "HTML-CSS": {availableFonts: ["STIX-Web"],
+MATHJAX_FONTS = """<script>window.MathJax = {"HTML-CSS": {availableFonts: ["STIX-Web"],
   preferredFont: "STIX-Web", webFont: "STIX-Web", imageFont: null,
   styles: {"@font-face": {"font-family": "MathJax_Blank",
                           src: "local('rope_lab no such font')"}}}};</script>
@@ -934,16 +931,18 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
 
     ``notebooks`` (default :func:`book_notebooks`, every edition) may mix editions: each
     notebook goes to its edition's folder (:func:`edition_of`). The English index and the
-    claims page are always written; a translation gets its folder, its index and its
-    teaching guide (``teaching``'s twin in its folder, ``notebooks/zh_CN/TEACHING.md``) when
-    at least one of its notebooks is published. Each edition is written in its language.
+    claims page are always written; a translation gets its folder, its index, its claims
+    page and its teaching guide (``teaching``'s twin in its folder,
+    ``notebooks/zh_CN/TEACHING.md``) when at least one of its notebooks is published. Each
+    edition is written in its language.
     """
     order = list(notebooks) if notebooks is not None else book_notebooks()
     editions = {edition: [path for path in order if edition_of(path) == edition]
                 for edition in EDITIONS}
     editions = {edition: listed for edition, listed in editions.items()
                 if listed or edition == ENGLISH}
-    pages = {page_name(path) for path in order} | {"claims.html"}
+    pages = {page_name(path) for path in order} | {edition.page("claims.html")
+                                                    for edition in editions}
     extra, guides = {}, {}
     for edition in editions:
         pages.add(edition.page("index.html"))
@@ -953,9 +952,8 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
             guides[edition] = guide
             extra[edition][edition.page("teaching.html")] = N_("Teaching guide")
             pages.add(edition.page("teaching.html"))
-        # The claims inventory stays in one language, with the posts' Chinese quotes.
-        extra[edition]["claims.html"] = (N_("Claims of the source posts") if edition == ENGLISH
-                                         else N_("Claims of the source posts (in English)"))
+        # The claims inventory in each edition's language (the posts' quotes as written).
+        extra[edition][edition.page("claims.html")] = N_("Claims of the source posts")
     mathjax = mathjax_source()  # before anything is deleted: fail early, say what to install
     executed = {}
     if run:
@@ -981,13 +979,18 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
                 _publish(out_dir / here, render_markdown_page(
                     guides[edition].read_text(encoding="utf-8"), _("Teaching guide"), pages,
                     here))
-            if edition == ENGLISH:
-                # The claims inventory gets its own page: what the course checked.
-                from rope_lab.claims import claims_markdown
+            # The claims inventory gets its own page: what the course checked.
+            from rope_lab.claims import claims_markdown
 
-                _publish(out_dir / "claims.html", render_markdown_page(
-                    "# Claims of the source posts\n\n" + claims_markdown(),
-                    "Claims of the source posts", pages, "claims.html"))
+            lines = None
+            if edition != ENGLISH:  # the check lines as the translated notebooks print them
+                from rope_lab.i18n.catalogs import check_lines
+
+                lines = check_lines()
+            title = _("Claims of the source posts")
+            _publish(out_dir / edition.page("claims.html"), render_markdown_page(
+                f"# {title}\n\n" + claims_markdown(lines), title, pages,
+                edition.page("claims.html")))
             # twins on disk of the English notebooks built (those left out are still there)
             translated = frozenset(path.name for path in editions[ENGLISH]
                                    if (path.parent / edition.folder / path.name).is_file())
@@ -1017,10 +1020,31 @@ def mathjax_source() -> Path:
     return static
 
 
+# MathJax's assistive MathML (hidden text for screen readers) is styled by its NativeMML
+# output, which names MathJax's TeX fonts for the letter variants (double-struck \mathbb,
+# script, fraktur, calligraphic); jupyter-server-mathjax ships STIX-Web only, so a page with
+# 05's 𝔼 logged net::ERR_FILE_NOT_FOUND for TeX/otf/MathJax_AMS-Regular.otf. The STIX-Web
+# font with the same letters stands in under each name asked for (browsers read a font by
+# its content, not its file name), and no page asks for a file the site lacks.
+TEX_FONT_STAND_INS = {
+    "MathJax_AMS-Regular.otf": "STIXMathJax_DoubleStruck-Regular.woff",
+    "MathJax_Script-Regular.otf": "STIXMathJax_Script-Regular.woff",
+    "MathJax_Fraktur-Regular.otf": "STIXMathJax_Fraktur-Regular.woff",
+    "MathJax_Fraktur-Bold.otf": "STIXMathJax_Fraktur-Bold.woff",
+    "MathJax_Caligraphic-Regular.otf": "STIXMathJax_Script-Italic.woff",
+    "MathJax_Caligraphic-Bold.otf": "STIXMathJax_Script-BoldItalic.woff",
+}
+
+
 def copy_offline_assets(out_dir: Path, mathjax: Path) -> None:
     """MathJax (without its 3.5 MB of screen-reader maps) and the CJK font, into the site."""
     shutil.copytree(mathjax, out_dir / MATHJAX_DIR, copy_function=_atomic.copy_file,
                     ignore=shutil.ignore_patterns("mathmaps", "*.py", "__pycache__"))
+    stix = out_dir / MATHJAX_DIR / "fonts" / "HTML-CSS" / "STIX-Web" / "woff"
+    tex = out_dir / MATHJAX_DIR / "fonts" / "HTML-CSS" / "TeX" / "otf"
+    tex.mkdir(parents=True, exist_ok=True)
+    for name, stand_in in TEX_FONT_STAND_INS.items():
+        _atomic.copy_file(stix / stand_in, tex / name)
     if not CJK_FONT.exists():
         raise MissingBookDependency(f"{CJK_FONT} is missing: run `make cjk-font`")
     _atomic.copy_file(CJK_FONT, out_dir / CJK_FONT.name)

@@ -202,6 +202,7 @@ def _toy_factory(calls):
     return toy_panel
 
 
+@pytest.mark.slow
 def test_widget_benchmark_turns_every_control_of_every_registered_panel(monkeypatch):
     calls = []
     monkeypatch.setattr(widgets, "PANELS", {"toy_panel": _toy_factory(calls)})
@@ -219,6 +220,7 @@ def test_widget_benchmark_turns_every_control_of_every_registered_panel(monkeypa
     assert "toy_panel" in widgets.format_redraw_table(report)
 
 
+@pytest.mark.slow
 def test_widgets_command_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(widgets, "PANELS", {"toy_panel": _toy_factory([])})
     path = tmp_path / "widgets.json"
@@ -331,6 +333,7 @@ def test_exercise_checkers_accept_solutions_and_reject_mistakes(capsys):
     assert "ZeroDivisionError" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_bench_imports_no_drawing_code():
     """One job per module, no cycle: the benchmark never pulls in widgets, plots or
     matplotlib (the `widgets` command imports them only when it runs)."""

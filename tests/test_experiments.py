@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -136,6 +137,7 @@ def _quick(tmp_path, *extra):
     return out, results
 
 
+@pytest.mark.slow
 def test_quick_grid_writes_every_unit_with_provenance(tmp_path):
     out, _ = _quick(tmp_path)
     results = json.loads(out.read_text())
@@ -155,6 +157,7 @@ def test_quick_grid_writes_every_unit_with_provenance(tmp_path):
     assert provenance["units_done"] == len(results["units"])
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_numbers_of_one(tmp_path):
     """The parallel path (spawned workers) reproduces the serial one exactly."""
     subset = ["--schemes", "none", "rope", "--seeds", "0"]
@@ -216,7 +219,7 @@ def test_a_grid_of_another_config_is_not_resumed(tmp_path, capsys):
         _quick(tmp_path, "--schemes", "none", "--seeds", "0", "--steps", "2")
     assert stop.value.code == 2
     error = capsys.readouterr().err
-    assert "grid.json holds results of another config (steps: 3 in the file, 2 here)" in error
+    assert "grid.json: it holds results of another config (steps: 3 in the file, 2 here)" in error
 
 
 @pytest.mark.parametrize(("option", "message"), [
@@ -240,7 +243,8 @@ def test_device_cuda_is_refused_without_a_gpu_and_passed_through_with_one(monkey
     assert "torch.cuda.is_available() is False" in capsys.readouterr().err
     seen = {}
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(ps, "_prepare", lambda config, device, *args: seen.update(device=device))
+    monkeypatch.setattr(ps, "_prepare", lambda config, device, out, *args: seen.update(
+        device=device) or types.SimpleNamespace(out=out))
     monkeypatch.setattr(ps, "_train", lambda plan, progress: {
         "units": {}, "provenance": {"wall_seconds": 0, "cpu_seconds": 0}})
     ps.main(["--quick", "--device", "cuda", "--out", str(tmp_path / "x.json")])
@@ -280,6 +284,7 @@ def test_committed_grid_matches_the_current_config_and_schemes(committed):
     assert {"versions", "device", "date", "wall_seconds", "cpu_seconds"} <= set(provenance)
 
 
+@pytest.mark.slow
 def test_plotted_numbers_are_the_committed_ones(committed):
     from rope_lab.plots import what_changed
 
@@ -304,6 +309,7 @@ def test_plotted_numbers_are_the_committed_ones(committed):
         committed, "rope+window", "copy", "loss", longest)))
 
 
+@pytest.mark.slow
 def test_figures_fit_the_projector(committed):
     """~848 px wide at the course's 90 dpi, no text under 14 px."""
     from matplotlib.text import Text
@@ -416,6 +422,7 @@ GRID_RUN = [sys.executable, "-m", "rope_lab.experiments.position_schemes", "--qu
             "--jobs", "1", "--no-progress", "--steps", "2"]
 
 
+@pytest.mark.slow
 def test_two_runs_sharing_one_file_keep_both_runs_units(tmp_path):
     """Two real processes, half of the schemes each, one --out: all 36 units survive."""
     out = tmp_path / "shared.json"
@@ -536,6 +543,7 @@ def _alive(pid):
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_sigkill_of_a_parallel_run_ends_its_workers(tmp_path):
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "ROPE_LAB_C_KERNEL": "0"}
@@ -803,3 +811,21 @@ def test_two_processes_with_other_seeds_into_one_file(tmp_path):
         stdout, stderr = first.communicate(timeout=600)
     assert first.returncode == 0, stderr
     assert set(json.loads(out.read_text())["units"]) == {"none|0", "rope|0"}
+
+
+def test_the_stored_results_show_every_direction_the_notebooks_read():
+    """Notebooks 06 and 12 check these directions on the stored results; a run of either
+    command prints them for its own results next to these (tested on a doctored copy)."""
+    import copy
+
+    from rope_lab.experiments import extrapolation, position_schemes
+
+    for module in (extrapolation, position_schemes):
+        stored = module.load_results()
+        assert all(module.directions(stored).values()), module.directions(stored)
+        assert "differs" not in module.compare_directions(stored, stored)
+    changed = copy.deepcopy(extrapolation.load_results())
+    changed["loss"]["rope+yarn"]["8"] = 99.0  # YaRN no longer the best at 8×
+    table = extrapolation.compare_directions(changed)
+    assert "YaRN is the best RoPE variant at every longer length" in table
+    assert table.count("← differs") == 2  # that and the ordering at the longest length

@@ -199,6 +199,7 @@ def test_missing_file(capsys, tmp_path):
     assert code == 2 and "is not a file" in err
 
 
+@pytest.mark.slow
 def test_module_entry_point_prints_no_traceback(tmp_path):
     bad = write(tmp_path, "{oops")
     result = subprocess.run([sys.executable, "-m", "rope_lab.hf", str(bad)],

@@ -89,6 +89,7 @@ def test_the_committed_chinese_edition_is_what_the_build_makes():
                           "build`) and commit what it writes")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (catalogs.ROOT / ".git").exists(), reason="not a git checkout")
 def test_a_chinese_notebook_run_and_saved_in_class_is_still_what_the_build_makes(tmp_path):
     """The README's path in Chinese: `make lab`, Run All and save (outputs, execution counts,
@@ -515,6 +516,7 @@ def _translate_all(po: Path) -> None:
     catalogs.write_catalog(catalog, po)
 
 
+@pytest.mark.slow
 def test_update_marks_a_changed_text_fuzzy_and_a_new_one_missing(tmp_path):
     english = _tiny_repository(tmp_path)
     po = catalogs.init("01_tiny", tmp_path)
@@ -540,6 +542,7 @@ def test_update_marks_a_changed_text_fuzzy_and_a_new_one_missing(tmp_path):
     assert "The first paragraph, edited." in "".join(built["cells"][0]["source"])
 
 
+@pytest.mark.slow
 def test_a_stale_or_hand_edited_build_is_caught(tmp_path):
     english = _tiny_repository(tmp_path)
     _translate_all(catalogs.init("01_tiny", tmp_path))
@@ -661,6 +664,7 @@ def test_term_problems_catch_a_wrong_term_and_a_missing_first_use():
         wrong_term, terms)[0]
 
 
+@pytest.mark.slow
 def test_a_link_to_an_english_notebook_with_a_chinese_twin_is_caught(tmp_path):
     english = _tiny_repository(tmp_path)
     _translate_all(catalogs.init("01_tiny", tmp_path))
@@ -676,6 +680,7 @@ def test_a_link_to_an_english_notebook_with_a_chinese_twin_is_caught(tmp_path):
     del english
 
 
+@pytest.mark.slow
 def test_the_build_points_links_at_the_chinese_twins(tmp_path):
     english = _tiny_repository(tmp_path)
     notebook = _load(english)
@@ -718,6 +723,7 @@ def _tiny_guide(root: Path) -> Path:
     return guide
 
 
+@pytest.mark.slow
 def test_a_markdown_document_is_a_catalog_source(tmp_path):
     guide = _tiny_guide(tmp_path)
     messages = documents.document_messages(GUIDE)
@@ -754,6 +760,7 @@ def test_a_markdown_document_is_a_catalog_source(tmp_path):
     assert catalogs.update(tmp_path) == []  # a second update changes nothing
 
 
+@pytest.mark.slow
 def test_a_stale_or_broken_document_is_caught(tmp_path):
     _tiny_guide(tmp_path)
     _translate_all(catalogs.init("GUIDE", tmp_path))

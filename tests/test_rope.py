@@ -467,6 +467,7 @@ def test_torch_compile_fullgraph_gives_the_eager_result(case):
     torch.testing.assert_close(got, expected, rtol=tolerance, atol=tolerance)
 
 
+@pytest.mark.slow
 def test_torch_compile_inductor_with_position_ids():
     """One real compile (C++ on a CPU): apply_rope with per-batch ids past 2^24."""
     x = torch.randn(2, 3, 5, 16)

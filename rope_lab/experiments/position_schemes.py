@@ -780,6 +780,50 @@ def _span(values) -> str:
     return f"{min(values):.2f}–{max(values):.2f}"
 
 
+def directions(results: dict) -> dict[str, bool]:
+    """The main directions notebook 12 reads from the results (separation over every seed, as
+    :func:`compare`), each with whether ``results`` show it. The notebook's checks test them
+    on the stored results; the command prints them for its own run next to the stored ones."""
+    multiples = results["config"]["multiples"]
+    longer, longest = [k for k in multiples if k > 1], max(multiples)
+
+    def relation(a, b, task, k):
+        return compare(results, a, b, task, "loss" if task == "copy" else "accuracy",
+                       k).relation
+
+    def better(a, b):  # every longer length, both tasks: lower copy loss, higher accuracy
+        return all(relation(a, b, task, k) == ("<" if task == "copy" else ">")
+                   for task in TASKS for k in longer)
+
+    found = {
+        "zero-shot PI: copy loss above plain RoPE at every longer length":
+            all(relation("rope+linear", "rope", "copy", k) == ">" for k in longer),
+        "YaRN beats PI, NTK and dynamic NTK at every longer length, both tasks":
+            all(better("rope+yarn", other) for other in ("rope+linear", "rope+ntk",
+                                                         "rope+dynamic")),
+        "limiting RoPE to offsets < L lowers its copy loss at the longest length":
+            relation("rope+window", "rope", "copy", longest) == "<",
+        "PI with factor 2 on inputs of length L is worse than plain RoPE at L":
+            min(seed_values(results, "rope+linear@L", "copy", "loss", 2))
+            > max(seed_values(results, "rope", "copy", "loss", 1)),
+    }
+    for scheme in ("rope-5e5", "nope-hybrid", "p-rope-0.25", "local-global"):
+        found[f"{scheme} beats RoPE at every longer length, both tasks"] = better(scheme, "rope")
+    return found
+
+
+def compare_directions(new: dict, stored: dict | None = None) -> str:
+    """:func:`directions` of a new run next to those of the stored results, one line each."""
+    stored = load_results() if stored is None else stored
+    theirs, ours = directions(stored), directions(new)
+    lines = ["direction (notebook 12)" + " " * 50 + "stored  this run"]
+    lines += [f"{claim:72s} {'yes' if theirs[claim] else 'no':7s} "
+              f"{'yes' if ours[claim] else 'no'}" + ("" if ours[claim] == theirs[claim]
+                                                    else "   ← differs")
+              for claim in theirs]
+    return "\n".join(lines)
+
+
 DEFAULT_OUT = Path("position_schemes_results.json")
 QUICK_OUT = Path("position_schemes_quick.json")
 
@@ -843,6 +887,8 @@ def main(argv=None) -> dict:
     print(f"wrote {out.resolve()}: {len(results['units'])} units, "
           f"{results['provenance']['wall_seconds']} s wall, "
           f"{results['provenance']['cpu_seconds']} s CPU")
+    if not args.schemes and results.get("units"):  # a subset lacks some compared schemes
+        print(compare_directions(results))
     return results
 
 

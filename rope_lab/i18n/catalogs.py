@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import io
 import json
 import posixpath
@@ -60,6 +61,7 @@ from babel.messages.mofile import write_mo
 from babel.messages.pofile import denormalize, normalize, read_po, write_po
 
 from rope_lab import _atomic
+from rope_lab.course import notebook_files
 from rope_lab.i18n import DOMAIN, LANGUAGES, documents, lint
 from rope_lab.i18n import notebooks as text
 
@@ -188,6 +190,105 @@ def data_messages() -> list[tuple[str, str, str]]:
               for name in absolute.PROPERTIES]
     found += [(part, "rope_lab/cost.py", "a part of a transformer layer (cost.layer_flops)")
               for part in cost.layer_flops(1, 64)]
+    found += [(docstring, where, "the docstring rope_lab.show_source shows in a notebook "
+                                 "(keep the names, shapes and formulas as written)")
+              for docstring, where in shown_docstrings()]
+    from rope_lab.i18n import errors
+
+    found += [(template, "rope_lab/" + module, "an error message the package raises: keep "
+                                              "every {…} field exactly as written")
+              for module, template in errors.located_templates()]
+    found += [(row[field], "rope_lab/data/claims.csv", f"the claims page: a row's {field}")
+              for row in _claim_rows() for field in ("claim", "condition_or_reason")
+              if row[field]]
+    return found
+
+
+def _claim_rows() -> list[dict[str, str]]:
+    from rope_lab.claims import load_claims
+
+    return load_claims()
+
+
+def check_lines(root: Path = ROOT) -> dict[tuple[str, str], str]:
+    """(notebook, cell id) → the claim of the check a row of the claims inventory points at,
+    as the translated notebook prints it: the catalog entry of that cell that holds the
+    row's English label. For the translated claims page of the book."""
+    found = {}
+    for row in _claim_rows():
+        if not row["cell_id"]:
+            continue
+        (english,) = notebook_files(root / "notebooks", f"{row['notebook']}_*.ipynb")
+        path = root / CATALOG_DIR.relative_to(ROOT) / f"{english.stem}.po"
+        if not path.exists():
+            continue
+        location = f"{english.name}#{row['cell_id']}"
+        for message in _read_cached(path):
+            if (message.id and message.string and not message.fuzzy
+                    and row["label"] in message.id
+                    and any(where == location for where, _ in message.locations)):
+                found[(row["notebook"], row["cell_id"])] = message.string
+                break
+    return found
+
+
+@functools.cache
+def _read_cached(path: Path) -> Catalog:
+    return read_catalog(path)
+
+
+def shown_objects(root: Path = ROOT) -> list[tuple[object, str]]:
+    """(object, where) for every ``show_source(X)`` of the English notebooks, X resolved
+    through the notebook's own imports (``rl.inv_freq``, ``la.linear_attention``,
+    ``models.TinyTransformer.forward`` …)."""
+    import ast
+    import importlib
+
+    found = []
+    for english in notebook_files(root / "notebooks", "[0-9][0-9]_*.ipynb"):
+        cells = [("".join(cell["source"])) for cell in json.loads(
+            english.read_text(encoding="utf-8"))["cells"] if cell["cell_type"] == "code"]
+        aliases = {}
+        for source in cells:
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    for name in node.names:
+                        aliases[name.asname or name.name.split(".")[0]] = (
+                            name.name if name.asname else name.name.split(".")[0])
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    for name in node.names:
+                        aliases[name.asname or name.name] = f"{node.module}.{name.name}"
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
+                        node.func, "id", None)) == "show_source" and node.args):
+                    dotted = ast.unparse(node.args[0]).split(".")
+                    target = aliases.get(dotted[0], dotted[0])
+                    try:
+                        obj = importlib.import_module(target)
+                    except ImportError:  # a name imported from a module, not a module
+                        module, _, attribute = target.rpartition(".")
+                        obj = getattr(importlib.import_module(module), attribute)
+                    for attribute in dotted[1:]:
+                        obj = getattr(obj, attribute)
+                    found.append((obj, f"{english.name}: show_source({ast.unparse(node.args[0])})"))
+    return found
+
+
+def shown_docstrings(root: Path = ROOT) -> list[tuple[str, str]]:
+    """(docstring, where) of every object a notebook shows with ``show_source``, cleaned as
+    :func:`rope_lab.utils.translated_docstring` looks it up."""
+    import inspect
+
+    seen, found = set(), []
+    for obj, where in shown_objects(root):
+        doc = obj.__doc__
+        if doc and inspect.cleandoc(doc) not in seen:
+            seen.add(inspect.cleandoc(doc))
+            found.append((inspect.cleandoc(doc), where))
     return found
 
 
@@ -415,12 +516,8 @@ def build_notebook(english: Path, catalog: Catalog, translated_stems: set[str],
 
 
 # The options of git's clean filter for notebooks (the Makefile's NBSTRIPOUT_ARGS;
-# tests/test_i18n.py checks that the two agree): cell ids stay, and of the kernel's
-# language_info only the name (JupyterLab marks a notebook without one modified on opening).
-CLEAN_FILTER_OPTIONS = ("--keep-id", "--extra-keys", " ".join(
-    f"metadata.language_info.{key}" for key in ("version", "mimetype", "codemirror_mode",
-                                                "pygments_lexer", "nbconvert_exporter",
-                                                "file_extension")))
+# tests/test_i18n.py checks that the two agree): cell ids stay, the kernel's language_info goes.
+CLEAN_FILTER_OPTIONS = ("--keep-id", "--extra-keys", "metadata.language_info")
 
 
 def stored_notebook(path: Path) -> dict:

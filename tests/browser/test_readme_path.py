@@ -1,16 +1,19 @@
 """The README's own path, as a newcomer takes it, is a test.
 
 A fresh clone of the repository (the working tree as git would commit it, committed into a
-new repository under a temporary folder), git's notebook filter set up by the Makefile's own
-step (``make notebook-filter``, part of ``make lab``'s install), then JupyterLab started as
-``make lab`` starts it (the course's settings in ``lab/``, the notebooks folder as its root,
-autosave on, a user with no Jupyter settings of their own), and every English notebook, the
+repository under a temporary folder and cloned from there with ``git clone``: every index
+entry "racily clean", as in a newcomer's clone), git's notebook filter set up by the
+Makefile's own step (``make notebook-filter``, part of ``make lab``'s install), then
+JupyterLab started as ``make lab`` starts it (the course's settings in ``lab/``, the
+notebooks folder as its root, autosave on, a user with no Jupyter settings of their own),
+and every English notebook, the
 solutions included, and the Chinese edition's first notebook and its solutions (the same code
 with other words: one pair shows that saving a Chinese notebook is no change to git either,
 without running the course twice within CI's time) opened in headless Chromium, run (Run All)
 and saved, the way a class does it: JupyterLab writes its checkpoint copies into
 ``.ipynb_checkpoints/``, the outputs, and the kernel's spec and language into each notebook.
-Then, in the clone:
+Each notebook must open unmodified (no "unsaved changes" before anything ran), and each save
+must leave git usable. Then, in the clone:
 
 - ``git status`` shows nothing: a run and saved course is no change to git;
 - the project's own checks still pass (the tests that list notebooks, and the collection of
@@ -34,6 +37,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+# `make browser` runs two workers: this long path on one of them.
+pytestmark = pytest.mark.xdist_group("readme")
 
 _spec = importlib.util.spec_from_file_location(
     "browser_conftest", Path(__file__).with_name("conftest.py"))
@@ -362,6 +368,7 @@ def test_no_news_pop_up_and_no_warnings(readme_path):
     log = readme_path["lab_log"]
     assert "without encryption" not in log, "a kernel warned of an unencrypted connection"
     assert "Warning" not in log, [line for line in log.splitlines() if "Warning" in line]
-    assert "git_after_save | extension was successfully loaded" in log
+    for extension in ("git_after_save", "kernel_language"):
+        assert f"{extension} | extension was successfully loaded" in log, extension
     assert log.count("Kernel started") >= len(readme_path["notebooks"])
     assert not readme_path["console"], readme_path["console"]
