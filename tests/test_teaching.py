@@ -22,7 +22,8 @@ GUIDES = {"en": ROOT / "notebooks" / "TEACHING.md",
           "zh": ROOT / "notebooks" / "zh_CN" / "TEACHING.md"}
 # how each edition writes the parts of a plan
 WORDS = {
-    "en": {"heading": r"### (\d\d) · (.+) \((\d+) min\)", "minutes": r"\*\*(\d+)–(\d+) min",
+    "en": {"heading": r"### (\d\d) · (.+) \(a (\d+)-minute class\)",
+           "minutes": r"\*\*Minutes (\d+)–(\d+)",
            "turn": r"turn:\*\*(.*?)(?:\*\*Ask:\*\*|$)", "quoted": r'"([^"]+)"',
            "in class": "in class:**", "homework": "**Homework:**"},
     "zh": {"heading": r"### (\d\d) · (.+)（(\d+) 分钟）", "minutes": r"\*\*(\d+)–(\d+) 分钟",
