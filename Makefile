@@ -4,6 +4,7 @@
 # and a few more:
 #   make check    a teacher's check: every notebook of an edition runs (EDITION=zh_CN), ~2 min
 #   make book     execute every notebook and write the course as a static site in build/book/
+#   make slides   the same notebooks as offline reveal.js slide decks, both editions, in build/slides/
 #   make compat   the oldest supported versions and Google Colab's stack (nox sessions)
 #   make set-repository URL=https://github.com/OWNER/NAME REF=v1.0   where the course is published
 #   make translations   refresh the translation catalogs from the English notebooks and build
@@ -27,11 +28,11 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 INSTALLER ?= uv
 TORCH_VERSION := $(shell sed -n 's/^torch==//p' constraints.txt)
 LAB_EXTRAS := lab,models
-TEST_EXTRAS := lab,models,test,book,browser
+TEST_EXTRAS := lab,models,test,book,browser,teach
 LAB_STAMP := $(VENV)/.installed-lab
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: lab test check install install-test lint unit notebooks browser chromium book compat \
+.PHONY: lab test check install install-test lint unit notebooks browser chromium book slides compat \
 	set-repository cjk-font notebook-filter stall-check translations mutants clean
 
 # JupyterLab with the course's settings (lab/: no news pop-up, the Chinese font, encrypted
@@ -158,6 +159,12 @@ chromium:
 
 book: install-test
 	$(PY) -m rope_lab.book --out build/book
+
+# Beside the book: one reveal.js deck per notebook, both editions, offline (reveal.js from the
+# teach extra's sphinx-revealjs, MathJax and the font as in the book). Runs are shared with
+# make book through build/executed/.
+slides: install-test
+	$(PY) -m rope_lab.slides --out build/slides
 
 # Point the README badges, every notebook's install cell and the book's links at URL (GitHub,
 # GitLab or Codeberg), its links at the release REF (a tag you then make, or a commit hash).

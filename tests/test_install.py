@@ -33,7 +33,7 @@ PLATFORMS = ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "aarch64-a
              "x86_64-pc-windows-msvc"]
 OLDEST_PYTHON = "3.11.5"  # soupsieve 4.1.2 (pinned) needs 3.11.5
 LAB_SET = ("lab", "models")
-TEST_SET = ("lab", "models", "test", "book", "browser")
+TEST_SET = ("lab", "models", "test", "book", "browser", "teach")
 
 
 def _reachable(url: str) -> bool:
