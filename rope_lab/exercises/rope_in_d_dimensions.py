@@ -15,12 +15,9 @@ from rope_lab.exercises.grading import (
     log_uniform,
     matches,
     randint,
+    rotation_tolerance,
 )
 from rope_lab.i18n import N_, _
-
-# float32 angles m·θ_i are off by about |m·θ_i|·2⁻²³ (θ_i and the product each round once);
-# this tolerance per element allows that, with margin, and nothing like a real mistake.
-_FLOAT32_ANGLE_ERROR = 2.0**-21
 
 
 def _random_x(generator, *, max_dim: int = 32):
@@ -41,15 +38,16 @@ def check_rotate_half(rotate_half: Learner, generator: torch.Generator) -> None:
     """04.1: ``rotate_half(x)`` maps the halves (x_a, x_b) of the last dimension to (−x_b, x_a)."""
     teaching = torch.Generator().manual_seed(4)
     cases = [torch.arange(1.0, 5.0), torch.arange(1.0, 9.0).reshape(2, 4),
-             torch.randn(2, 3, 5, 16, generator=teaching)]
+             torch.randn(2, 3, 5, 16, generator=teaching),
+             torch.randn(3, 6, generator=teaching, dtype=torch.float64)]
     random = [_random_x(generator) for _ in range(2)]
     for number, x in enumerate(cases + random):
         rotate_half.random = number >= len(cases)
         what = (f"x = {x.tolist()}" if x.numel() <= 8
                 else _("x of shape {shape}").format(shape=tuple(x.shape)))
         answer = rotate_half(x)
+        _same_dtype(answer, x, what)  # first: a float32 answer to float64 x is off by 1e-8
         check_answer(answer, implementations.rotate_half(x), atol=0.0, what=what)
-        _same_dtype(answer, x, what)
 
 
 def _interleaved_reference(x, positions, base):
@@ -81,8 +79,7 @@ def check_rope_interleaved(rope_interleaved: Learner, generator: torch.Generator
         answer = rope_interleaved(x, positions, base)
         expected, angles = _interleaved_reference(x, positions, base)
         pair_length = x.double().unflatten(-1, (-1, 2)).norm(dim=-1)
-        atol = 1e-5 + _FLOAT32_ANGLE_ERROR * angles.abs() * pair_length
-        atol = atol.repeat_interleave(2, dim=-1)
+        atol = rotation_tolerance(angles, pair_length, floor=1e-5).repeat_interleave(2, dim=-1)
         label = (f"x = {x.tolist()}, positions = {positions.tolist()}, base = {base:g}"
                  if x.numel() <= 4 else _("x of shape {shape}, base = {base:g}").format(
                      shape=tuple(x.shape), base=base))
