@@ -24,12 +24,12 @@ import torch
 
 import rope_lab as rl
 from rope_lab import exercises
-from rope_lab.exercises import grading
+from rope_lab.exercises import grading, worker
 
 ROOT = Path(grading.__file__).resolve().parents[2]
 POSIX = pytest.mark.skipif(os.name != "posix", reason="process groups and signals: POSIX")
-LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                           reason="the memory limit (RLIMIT_DATA) is Linux's")
+LINUX = pytest.mark.skipif(not worker.memory_limited(),
+                           reason="the memory limit (RLIMIT_DATA): Linux, no NVIDIA GPU")
 
 
 def _scaled_dot(q, k):
@@ -112,7 +112,7 @@ def test_a_notebook_exits_cleanly_after_a_stuck_torch_loop():
     script = textwrap.dedent("""
         import torch
         from rope_lab import exercises
-        from rope_lab.exercises import grading
+        from rope_lab.exercises import grading, worker
         grading.TIME_LIMIT_S = 1.0
 
         def stuck(q, k):

@@ -50,7 +50,7 @@ import types
 
 import torch
 
-from rope_lab.exercises.worker import SETUP_LIMIT_S, Worker, WorkerError
+from rope_lab.exercises.worker import SETUP_LIMIT_S, Worker, WorkerError, memory_limited
 from rope_lab.i18n import N_, _, get_language
 from rope_lab.i18n.errors import translate_error
 
@@ -173,8 +173,8 @@ def fresh_seed() -> int:
 
 # --- where a grading runs ---------------------------------------------------------------------
 
-# The memory one grading may take beyond what the worker holds when it starts (Linux; see
-# rope_lab.exercises.worker). An honest answer to any exercise needs a few megabytes.
+# The memory one grading may take beyond what the worker holds when it starts (Linux without an
+# NVIDIA GPU; see rope_lab.exercises.worker). An honest answer to any exercise needs a few MB.
 MEMORY_LIMIT_BYTES = 2 * 1024**3
 
 # the notebook's worker process, started at the first grading (or in the background when a
@@ -429,7 +429,7 @@ def _describe_crash(error: BaseException, function, memory: int | None = None) -
     line = _(" (line {number})").format(number=where.lineno) if where is not None else ""
     if _out_of_memory(error):
         limit = (_(" (the grader allows {size:.3g} GB per answer)").format(size=memory / 1e9)
-                 if memory and sys.platform.startswith("linux") else "")
+                 if memory and memory_limited() else "")
         return _("your function ran out of memory{limit}: {error}: {message}{line}").format(
             limit=limit, error=type(error).__name__, message=message, line=line)
     return _("your function raised {error}: {message}{line}").format(
@@ -515,10 +515,10 @@ class _SessionState:
     """What a learner's function can change for the whole session, saved and put back.
 
     The worker serves one grading after another, so each puts back what its learner changed
-    before the next: functions patched into torch, ``torch.Tensor``, ``torch.nn.functional``, ``math`` or the
-    package (``torch.equal = …``, ``rl.checks = …``), the default dtype and device, grad mode,
-    deterministic algorithms, the thread count and the global random generators. Names the
-    learner added are left alone (a lazily imported submodule is one).
+    before the next: functions patched into torch, ``torch.Tensor``, ``torch.nn.functional``,
+    ``math`` or the package (``torch.equal = …``, ``rl.checks = …``), the default dtype and
+    device, grad mode, deterministic algorithms, the thread count and the global random
+    generators. Names the learner added are left alone (a lazily imported submodule is one).
     """
 
     def __init__(self):

@@ -17,7 +17,10 @@ Each grading sends a job (the grader and the learner's function, pickled by
   notebook; the reply names the exit status or signal, and the group is killed too, so a
   process the learner forked does not outlive the grading;
 - on Linux a grading may take at most ``memory`` bytes of new memory (``RLIMIT_DATA``): a
-  huge allocation fails inside the learner's own call, where the grader can name it;
+  huge allocation fails inside the learner's own call, where the grader can name it. Not
+  where an NVIDIA GPU is present: CUDA's driver maps its own host memory, and a limit it
+  does not expect could fail a learner's GPU code (untested on a GPU); there the kernel's
+  out-of-memory killer ends the worker instead, and the reply says so;
 - a grading that leaves a thread or a child process running retires the worker (the next
   one starts fresh); what a grading changes inside the worker is the job's to put back.
 
@@ -460,10 +463,20 @@ def _children() -> bool:
     return True  # one running (pid 0) or one that ended and was just reaped
 
 
+def memory_limited() -> bool:
+    """Whether a grading's memory is limited here (Linux without an NVIDIA GPU)."""
+    return sys.platform.startswith("linux") and not _gpu_present()
+
+
+def _gpu_present() -> bool:
+    """An NVIDIA device node: CUDA may start in this process (checked without starting it)."""
+    return any(name.startswith("nvidia") and name[6:].isdigit() for name in os.listdir("/dev"))
+
+
 def _limit_memory(extra: int | None):
     """Allow ``extra`` bytes of new memory from now on (Linux: RLIMIT_DATA counts malloc and
     anonymous mappings); returns the function that lifts the limit again."""
-    if not extra or not sys.platform.startswith("linux"):
+    if not extra or not memory_limited():
         return lambda: None
     import resource
 
