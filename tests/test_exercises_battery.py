@@ -85,6 +85,19 @@ def test_every_grader_has_a_solution():
     assert set(SOLUTION) == set(NAMES)
 
 
+def test_each_grader_names_the_function_its_notebook_asks_for():
+    # `python -m rope_lab.exercises grade` finds an answer by grader.answer when a student's
+    # notebook no longer calls the grader
+    found = {}
+    for path in notebook_files(SOLUTIONS.parent, recursive=True):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                for checker, name in re.findall(r"exercises\.(check_\w+)\((\w+)",
+                                                "".join(cell["source"])):
+                    found.setdefault(checker, set()).add(name)
+    assert found == {name: {getattr(exercises, name).answer} for name in NAMES}
+
+
 # --- correct learners --------------------------------------------------------------------------
 
 

@@ -143,7 +143,7 @@ def test_a_timeout_in_the_graders_own_work_does_not_blame_the_function(capsys, s
         scaled_dot(q, q)
         time.sleep(60)
 
-    slow_grader = grading.grader("99.1", "a slow reference")(check)
+    slow_grader = grading.grader("99.1", "a slow reference", answer="scaled_dot")(check)
     verdict, out, *_ = _grade(capsys, slow_grader, _scaled_dot)
     assert not verdict and "every call to it had returned" in out and "busy" in out
 

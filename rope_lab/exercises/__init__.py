@@ -17,12 +17,13 @@ they catch honest mistakes, not cheats; code that patches the grader in its own 
 fools it, by design.
 
 ``python -m rope_lab.exercises grade NOTEBOOK... --csv grades.csv`` grades a folder of
-students' saved notebooks (:mod:`rope_lab.exercises.collect`).
+students' saved notebooks (:mod:`rope_lab.exercises.submissions`).
 
 ``summary()`` prints which exercises passed in this session, to paste into a forum post
 or hand in.
 """
 
+import os
 import sys
 
 from rope_lab.exercises.absolute_position_encodings import (
@@ -98,5 +99,7 @@ def _in_kernel() -> bool:
     return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
-if _in_kernel():  # a notebook: its first check then finds the grader's process ready
+# a notebook: its first check then finds the grader's process ready (not in the kernels of
+# `python -m rope_lab.exercises grade`, which grade elsewhere)
+if _in_kernel() and os.environ.get("ROPE_LAB_GRADER_PRESTART", "1") != "0":
     start_worker()

@@ -51,7 +51,7 @@ import types
 import torch
 
 from rope_lab.exercises.worker import SETUP_LIMIT_S, Worker, WorkerError, memory_limited
-from rope_lab.i18n import N_, _, get_language
+from rope_lab.i18n import N_, _, get_language, using_language
 from rope_lab.i18n.errors import translate_error
 
 # The time one grader gives the learner's function in total, all its calls together.
@@ -175,12 +175,11 @@ def fresh_seed() -> int:
 
 # The memory one grading may take beyond what the worker holds when it starts (Linux without an
 # NVIDIA GPU; see rope_lab.exercises.worker). An honest answer to any exercise needs a few MB.
-MEMORY_LIMIT_BYTES = 2 * 1024**3
+MEMORY_LIMIT_BYTES = 2 * 10**9
 
 # the notebook's worker process, started at the first grading (or in the background when a
 # notebook kernel imports rope_lab.exercises) and reused
 _worker = Worker()
-_lock = threading.Lock()
 # modules gradings imported on first use (sympy, by torch), imported by the next fresh worker
 # before its clock starts
 _imported_by_gradings: set[str] = set()
@@ -256,7 +255,7 @@ def _local_modules() -> list[str]:
     return found
 
 
-def _pickle_function(function) -> bytes:
+def pickle_function(function) -> bytes:
     """The learner's function as bytes the worker can load: cloudpickle sends a function
     defined in a notebook (``__main__``), a lambda or a closure by value, with the globals
     it uses; the learner's own modules go by value too, so an edited file is graded as the
@@ -317,18 +316,19 @@ def _reply_feedback(reply: dict, limit: float) -> str | None:
 
 def _run_grading(check, function: bytes, exercise: str, forbidden: tuple[str, ...],
                  limit: float, seed: int, preload: tuple[str, ...], *,
-                 worker: Worker | None = None) -> str | None:
+                 worker: Worker | None = None, language: str | None = None) -> str | None:
     """One grading in the worker: ``function`` is the learner's function, pickled. Returns
-    None (passed) or the feedback; prints what the function printed."""
-
+    None (passed) or the feedback, in ``language`` (default: the current one); prints what
+    the function printed."""
     arguments = {"check": _grader_reference(check), "function": function, "exercise": exercise,
                  "forbidden": forbidden, "limit": limit, "seed": seed,
-                 "language": get_language(), "memory": MEMORY_LIMIT_BYTES}
-    with _lock:
-        reply = (worker or _worker).run("rope_lab.exercises.grading:_grade_job", arguments,
-                                        limit=limit, memory=MEMORY_LIMIT_BYTES,
-                                        preload=preload)
-    return _reply_feedback(reply, limit)
+                 "language": language or get_language(), "memory": MEMORY_LIMIT_BYTES}
+    reply = (worker or _worker).run("rope_lab.exercises.grading:_grade_job", arguments,
+                                    limit=limit, memory=MEMORY_LIMIT_BYTES, preload=preload)
+    if language is None:
+        return _reply_feedback(reply, limit)
+    with using_language(language):
+        return _reply_feedback(reply, limit)
 
 
 def _grader_reference(check):
@@ -381,17 +381,19 @@ def _grade_job(arguments: dict, send) -> dict:
 
 
 def grade_pickled(check, function: bytes, *, seed: int | None = None,
-                  worker: Worker | None = None) -> Verdict:
+                  worker: Worker | None = None, language: str | None = None) -> Verdict:
     """Grade a learner's function given as cloudpickle bytes (``python -m rope_lab.exercises
     grade`` gets them from a student's notebook kernel), in ``worker`` (default: this
-    process's), in the current language; nothing printed or recorded for summary().
-    ``check``: a grader (``exercises.check_axial_rope``)."""
+    process's), in ``language`` (default: the current one); nothing printed or recorded for
+    summary(). ``check``: a grader (``exercises.check_axial_rope``). Safe to call from several
+    threads with a worker each."""
     seed = fresh_seed() if seed is None else int(seed)
     limit = TIME_LIMIT_S * check.time_factor
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         failure = _run_grading(check.__wrapped__, function, check.exercise, check.forbidden,
-                               limit, seed, _preload(None, check.preload), worker=worker)
+                               limit, seed, _preload(None, check.preload), worker=worker,
+                               language=language)
     if failure is not None:
         failure = " ".join(str(failure).split())
     return Verdict(check.exercise, check.title, failure is None, failure or "")
@@ -663,10 +665,13 @@ def _verdict(check, learner: Learner, seed: int) -> str | None:
     return failure
 
 
-def grader(exercise: str, title: str, *, forbidden: tuple[str, ...] = (),
+def grader(exercise: str, title: str, *, answer: str, forbidden: tuple[str, ...] = (),
            time_factor: float = 1.0, preload: tuple[str, ...] = ()):
     """Turn ``check(learner, seed)`` (raises :class:`Wrong`) into a printed verdict.
 
+    ``answer``: the name of the function the notebook asks the learner to write (its
+    exercise cell defines it and calls the grader with it; a test keeps the two in step):
+    how ``python -m rope_lab.exercises grade`` finds the answer in a saved notebook.
     ``forbidden``: dotted names of package functions the exercise text rules out.
     ``time_factor`` scales :data:`TIME_LIMIT_S` for an exercise whose honest answer is slow.
     ``preload``: modules a correct answer may import (``"transformers"``), imported before the
@@ -694,7 +699,7 @@ def grader(exercise: str, title: str, *, forbidden: tuple[str, ...] = (),
             elif not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
                 raise TypeError(f"{check.__name__}: seed must be an int, got {seed!r}")
             try:
-                pickled = _pickle_function(function)
+                pickled = pickle_function(function)
             except Exception as error:  # noqa: BLE001 - a lock, a generator, an open file …
                 failure = _("could not send your function to the grader's process ({error}: "
                             "{message}); a function that uses an open file, a lock or a "
@@ -710,7 +715,7 @@ def grader(exercise: str, title: str, *, forbidden: tuple[str, ...] = (),
 
         run.__signature__ = signature  # what a learner sees; show_source still finds check
         run.exercise, run.title, run.preload = exercise, title, preload
-        run.forbidden, run.time_factor = forbidden, time_factor
+        run.forbidden, run.time_factor, run.answer = forbidden, time_factor, answer
         return run
 
     return decorate

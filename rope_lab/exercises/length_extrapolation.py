@@ -31,7 +31,7 @@ def _random_cases(generator, count=2):
              round(log_uniform(generator, 1.0, 32.0), 3)) for _ in range(count)]
 
 
-@grader("06.1", N_("position interpolation"))
+@grader("06.1", N_("position interpolation"), answer="pi_inv_freq")
 def check_position_interpolation(function: Learner, generator: torch.Generator) -> None:
     """06.1: ``function(dim, base, factor)`` → the ``(dim // 2,)`` PI rotation speeds θ_i/s.
 
@@ -56,7 +56,7 @@ def check_position_interpolation(function: Learner, generator: torch.Generator) 
         raise Wrong(failure)
 
 
-@grader("06.2", N_("NTK-aware base"))
+@grader("06.2", N_("NTK-aware base"), answer="ntk_base")
 def check_ntk_base(function: Learner, generator: torch.Generator) -> None:
     """06.2: ``function(base, dim, factor)`` → the static NTK-aware base base·s^(d/(d−2))."""
     random = _random_cases(generator)
@@ -79,7 +79,7 @@ def _full_turns(dim, base, length):
     return wavelengths, int((wavelengths <= length).sum())
 
 
-@grader("06.3", N_("pairs that turn"))
+@grader("06.3", N_("pairs that turn"), answer="full_turn_pairs")
 def check_full_turn_pairs(function: Learner, generator: torch.Generator) -> None:
     """06.3: ``function(dim, base, length)`` → how many pairs complete a turn (λ_i ≤ L)."""
     cases = [(64, 10000.0, 2048), (128, 500000.0, 8192), (16, 10000.0, 64), (8, 10.0, 3)]

@@ -34,7 +34,7 @@ def _score_tolerance(q, k, distances, base) -> torch.Tensor:
     return (q_pairs * rotation_tolerance(angles, k_pairs, floor=0.0)).sum(-1) * (1 + summing)
 
 
-@grader("05.1", N_("the score curve"))
+@grader("05.1", N_("the score curve"), answer="score_curve")
 def check_score_curve(score_curve: Learner, generator: torch.Generator) -> None:
     """05.1: ``score_curve(q, k, distances, base) -> (D,)``: q at position 0, k at each Δ.
 
@@ -79,7 +79,7 @@ def _unit_pair_query(generator, dim):
     return q
 
 
-@grader("05.2", N_("a key that breaks the Σcos “bound”"))
+@grader("05.2", N_("a key that breaks the Σcos “bound”"), answer="make_key")
 def check_bound_breaker(make_key: Learner, generator: torch.Generator) -> None:
     """05.2: ``make_key(q, distance, base) -> k`` with unit pairs whose score at ``distance``
     beats source post 000's "bound" Σ_i cos(Δθ_i) (q also has unit pairs, half layout)."""
@@ -115,7 +115,8 @@ def check_bound_breaker(make_key: Learner, generator: torch.Generator) -> None:
                                                                                bound=bound))
 
 
-@grader("05.3", N_("the minimum base for a context length"), time_factor=3.0)
+@grader("05.3", N_("the minimum base for a context length"), time_factor=3.0,
+        answer="minimum_base")
 def check_minimum_base(minimum_base: Learner, generator: torch.Generator) -> None:
     """05.3: ``minimum_base(context_length, dim) -> base``: the smallest base ≥ 1 with
     Σ_i cos(mθ_i) ≥ 0 for every m = 0 … L. Accepted within 1 % above the exact answer.

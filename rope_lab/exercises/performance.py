@@ -17,7 +17,7 @@ from rope_lab.exercises.grading import (
 from rope_lab.i18n import N_, _
 
 
-@grader("09.1", N_("bytes moved by RoPE"))
+@grader("09.1", N_("bytes moved by RoPE"), answer="rope_bytes")
 def check_rope_bytes(rope_bytes: Learner, generator: torch.Generator) -> None:
     """09.1 — bytes RoPE moves for one tensor: ``rope_bytes(batch, heads, seq, head_dim,
     bytes_per_element)`` = read x + write the result (cos/sin tables left out)."""
@@ -47,7 +47,7 @@ def check_rope_bytes(rope_bytes: Learner, generator: torch.Generator) -> None:
                 where=where, expected=expected, answer=answer, hint=hint))
 
 
-@grader("09.2", N_("the roofline"))
+@grader("09.2", N_("the roofline"), answer="attainable")
 def check_attainable(attainable: Learner, generator: torch.Generator) -> None:
     """09.2 — the roofline: ``attainable(intensity, peak_gflops, bandwidth_gb_s)`` in GFLOP/s."""
     cases = [(0.375, 1000.0, 50.0), (100.0, 1000.0, 50.0), (20.0, 1000.0, 50.0),
@@ -67,7 +67,8 @@ def check_attainable(attainable: Learner, generator: torch.Generator) -> None:
                 where=where, expected=expected, answer=answer))
 
 
-@grader("09.3", N_("interleaved RoPE as one complex multiply"))
+@grader("09.3", N_("interleaved RoPE as one complex multiply"),
+        answer="complex_rope")
 def check_complex_rope(complex_rope: Learner, generator: torch.Generator) -> None:
     """09.3 — one-pass interleaved RoPE: ``complex_rope(x, cos, sin)`` for x ``(..., seq, d)``
     float32 and cos, sin ``(seq, d/2)``, equal to ``apply_rope(x, layout="interleaved")``."""

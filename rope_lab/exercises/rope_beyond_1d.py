@@ -18,7 +18,7 @@ from rope_lab.exercises.grading import (
 from rope_lab.i18n import N_, _
 
 
-@grader("08.1", N_("axial 2D RoPE"))
+@grader("08.1", N_("axial 2D RoPE"), answer="axial_rope")
 def check_axial_rope(function: Learner, generator: torch.Generator) -> None:
     """08.1: ``function(x, positions, base)`` is axial 2D RoPE built from ``rl.apply_rope``.
 
@@ -55,7 +55,7 @@ def check_axial_rope(function: Learner, generator: torch.Generator) -> None:
             raise Wrong(failure)
 
 
-@grader("08.2", N_("M-RoPE position ids"))
+@grader("08.2", N_("M-RoPE position ids"), answer="mrope_position_ids")
 def check_mrope_positions(function: Learner, generator: torch.Generator) -> None:
     """08.2: ``function(text_before, grid_thw, text_after)`` returns M-RoPE (t, h, w) ids.
 

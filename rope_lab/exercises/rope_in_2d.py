@@ -26,7 +26,7 @@ def _rotation(angle: float) -> torch.Tensor:
     return torch.stack((torch.stack((c, -s)), torch.stack((s, c))))
 
 
-@grader("03.1", N_("the 2×2 rotation matrix"))
+@grader("03.1", N_("the 2×2 rotation matrix"), answer="rotation_matrix")
 def check_rotation_matrix(rotation_matrix: Learner, generator: torch.Generator) -> None:
     """03.1: ``rotation_matrix(angle) -> (2, 2)`` turns vectors counter-clockwise by angle.
 
@@ -57,7 +57,7 @@ def check_rotation_matrix(rotation_matrix: Learner, generator: torch.Generator) 
                          m=m, n=n, difference=n - m, theta=theta))
 
 
-@grader("03.2", N_("the RoPE score in complex form"))
+@grader("03.2", N_("the RoPE score in complex form"), answer="score_2d")
 def check_score_2d(score_2d: Learner, generator: torch.Generator) -> None:
     """03.2: ``score_2d(q, k, m, n, theta) -> float`` via complex numbers.
 

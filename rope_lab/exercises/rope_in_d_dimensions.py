@@ -33,7 +33,7 @@ def _same_dtype(answer, x, what):
             what=what, dtype=x.dtype, answer=answer.dtype))
 
 
-@grader("04.1", N_("rotate_half"))
+@grader("04.1", N_("rotate_half"), answer="rotate_half")
 def check_rotate_half(rotate_half: Learner, generator: torch.Generator) -> None:
     """04.1: ``rotate_half(x)`` maps the halves (x_a, x_b) of the last dimension to (−x_b, x_a)."""
     teaching = torch.Generator().manual_seed(4)
@@ -56,7 +56,7 @@ def _interleaved_reference(x, positions, base):
     return rope.rotate_reference(x.double(), angles.cos(), angles.sin(), "interleaved"), angles
 
 
-@grader("04.2", N_("interleaved RoPE"))
+@grader("04.2", N_("interleaved RoPE"), answer="rope_interleaved")
 def check_rope_interleaved(rope_interleaved: Learner, generator: torch.Generator) -> None:
     """04.2: ``rope_interleaved(x, positions, base) -> like x``, pairs (2i, 2i+1).
 
@@ -93,7 +93,8 @@ def check_rope_interleaved(rope_interleaved: Learner, generator: torch.Generator
 
 
 @grader("04.3", N_("the permutation between layouts"),
-        forbidden=("rope_lab.rope.interleaved_to_half", "rope_lab.rope.half_to_interleaved"))
+        forbidden=("rope_lab.rope.interleaved_to_half", "rope_lab.rope.half_to_interleaved"),
+        answer="layout_permutation")
 def check_layout_permutation(layout_permutation: Learner, generator: torch.Generator) -> None:
     """04.3: ``layout_permutation(dim) -> LongTensor p`` with
     ``apply_rope(x, layout="interleaved")[..., p] == apply_rope(x[..., p], layout="half")``.

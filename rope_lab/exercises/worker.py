@@ -67,9 +67,10 @@ _POLL_S = 0.05  # how often a waiting notebook looks whether the worker is still
 
 class Worker:
     """One worker process, seen from the notebook: :meth:`start` it, :meth:`run` jobs in it,
-    :meth:`stop` it. Not thread-safe: one grading at a time (the graders hold a lock)."""
+    :meth:`stop` it. One job at a time: a second thread's :meth:`run` waits for the first."""
 
     def __init__(self):
+        self._lock = threading.RLock()
         self._process: subprocess.Popen | None = None
         self._messages: queue.SimpleQueue | None = None
         self._reader: threading.Thread | None = None
@@ -164,7 +165,11 @@ class Worker:
         - ``{"failed": text}``: the worker could not start or the job itself failed (a
           grader's bug, a traceback's last lines).
         """
-        setup_limit = SETUP_LIMIT_S if setup_limit is None else setup_limit
+        with self._lock:
+            return self._run(job, arguments, limit=limit, memory=memory, preload=preload,
+                             setup_limit=SETUP_LIMIT_S if setup_limit is None else setup_limit)
+
+    def _run(self, job, arguments, *, limit, memory, preload, setup_limit) -> dict:
         try:
             self.start()
         except WorkerError as error:
@@ -433,7 +438,7 @@ def _serve_one(request: dict, send, threads: int) -> dict:
     out, err = Capture(), Capture()
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
-    restore_memory = _limit_memory(request["memory"])
+    restore_memory = limit_memory(request["memory"])
     try:
         module, _, name = request["job"].partition(":")
         job = getattr(importlib.import_module(module), name)
@@ -473,7 +478,7 @@ def _gpu_present() -> bool:
     return any(name.startswith("nvidia") and name[6:].isdigit() for name in os.listdir("/dev"))
 
 
-def _limit_memory(extra: int | None):
+def limit_memory(extra: int | None):
     """Allow ``extra`` bytes of new memory from now on (Linux: RLIMIT_DATA counts malloc and
     anonymous mappings); returns the function that lifts the limit again."""
     if not extra or not memory_limited():
