@@ -46,7 +46,7 @@ def test_every_course_notebook_is_identified(folder, language):
 
 
 def _course_notebook(number="08"):
-    return nbformat.read(next(NOTEBOOKS.glob(f"{number}_*.ipynb")), as_version=4)
+    return nbformat.read(notebook_files(NOTEBOOKS, f"{number}_*.ipynb")[0], as_version=4)
 
 
 def _without(nb, *starts):

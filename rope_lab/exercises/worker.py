@@ -357,7 +357,8 @@ def serve() -> None:
     # replies
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    os.dup2(2, 1)
+    with contextlib.suppress(OSError):  # no stderr (pythonw): stray output is lost instead
+        os.dup2(2, 1)
     os.close(null)
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is the notebook's to handle
