@@ -37,7 +37,6 @@ import dis
 import functools
 import importlib
 import inspect
-import io
 import math
 import numbers
 import os
@@ -285,11 +284,12 @@ def _death(status: int | None) -> str:
     return _("exit status {status}").format(status=status)
 
 
-def _reply_feedback(reply: dict, limit: float) -> str | None:
-    """The worker's reply as the learner's feedback (None: passed)."""
-    if reply.get("out"):
+def _reply_feedback(reply: dict, limit: float, *, show_output: bool = True) -> str | None:
+    """The worker's reply as the learner's feedback (None: passed); ``show_output``: print
+    what the learner's function printed."""
+    if show_output and reply.get("out"):
         sys.stdout.write(reply["out"])
-    if reply.get("err"):
+    if show_output and reply.get("err"):
         sys.stderr.write(reply["err"])
     for name in reply.get("imported", ()):
         _imported_by_gradings.add(name)
@@ -316,19 +316,20 @@ def _reply_feedback(reply: dict, limit: float) -> str | None:
 
 def _run_grading(check, function: bytes, exercise: str, forbidden: tuple[str, ...],
                  limit: float, seed: int, preload: tuple[str, ...], *,
-                 worker: Worker | None = None, language: str | None = None) -> str | None:
+                 worker: Worker | None = None, language: str | None = None,
+                 show_output: bool = True) -> str | None:
     """One grading in the worker: ``function`` is the learner's function, pickled. Returns
     None (passed) or the feedback, in ``language`` (default: the current one); prints what
-    the function printed."""
+    the function printed (``show_output``)."""
     arguments = {"check": _grader_reference(check), "function": function, "exercise": exercise,
                  "forbidden": forbidden, "limit": limit, "seed": seed,
                  "language": language or get_language(), "memory": MEMORY_LIMIT_BYTES}
     reply = (worker or _worker).run("rope_lab.exercises.grading:_grade_job", arguments,
                                     limit=limit, memory=MEMORY_LIMIT_BYTES, preload=preload)
     if language is None:
-        return _reply_feedback(reply, limit)
+        return _reply_feedback(reply, limit, show_output=show_output)
     with using_language(language):
-        return _reply_feedback(reply, limit)
+        return _reply_feedback(reply, limit, show_output=show_output)
 
 
 def _grader_reference(check):
@@ -389,11 +390,9 @@ def grade_pickled(check, function: bytes, *, seed: int | None = None,
     threads with a worker each."""
     seed = fresh_seed() if seed is None else int(seed)
     limit = TIME_LIMIT_S * check.time_factor
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        failure = _run_grading(check.__wrapped__, function, check.exercise, check.forbidden,
-                               limit, seed, _preload(None, check.preload), worker=worker,
-                               language=language)
+    failure = _run_grading(check.__wrapped__, function, check.exercise, check.forbidden,
+                           limit, seed, _preload(None, check.preload), worker=worker,
+                           language=language, show_output=False)
     if failure is not None:
         failure = " ".join(str(failure).split())
     return Verdict(check.exercise, check.title, failure is None, failure or "")

@@ -140,9 +140,14 @@ class Worker:
 
     @property
     def ready(self) -> bool:
-        """Whether the worker has started and waits for a job."""
-        self._drain_ready()
-        return self._ready
+        """Whether the worker has started and waits for a job (False while one runs)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._drain_ready()
+            return self._ready
+        finally:
+            self._lock.release()
 
     # --- one job -----------------------------------------------------------------------------
 
@@ -218,9 +223,16 @@ class Worker:
             try:
                 message = self._messages.get(timeout=min(remaining, _POLL_S))
             except queue.Empty:
-                if self._process.poll() is not None:  # dead, maybe with a grandchild holding
-                    return self._last_words()        # the pipe open (no end of file then)
-                continue
+                if self._process.poll() is None:
+                    continue
+                # dead, maybe with a grandchild holding the pipe open (no end of file then):
+                # what it sent before it died still counts, in order
+                try:
+                    message = self._messages.get_nowait()
+                except queue.Empty:
+                    return _DIED
+                if message is None:
+                    return _DIED
             if message is None:  # end of file: it is gone or going
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self._process.wait(timeout=1.0)
@@ -228,14 +240,6 @@ class Worker:
             if "ready" in message:
                 self._ready = True
             return message
-
-    def _last_words(self):
-        """A message the worker sent before it died (a reply that raced its death)."""
-        with contextlib.suppress(queue.Empty):
-            while (message := self._messages.get_nowait()) is not None:
-                if "done" in message:
-                    return message
-        return _DIED
 
     def _drain_ready(self) -> None:
         if self._ready or self._messages is None:
@@ -255,8 +259,11 @@ class Worker:
         if how is _TIMEOUT:
             self.stop(restart=True)
             return {"timeout": True, "phase": phase, "running": running}
-        status = self._process.wait() if self._process is not None else None
-        others = self.stop(restart=True)
+        process = self._process
+        status = process.poll() if process is not None else None
+        others = self.stop(restart=True)  # kills it too if it closed its pipe and lives on
+        if status is None and process is not None:
+            status = process.returncode
         return {"died": status, "running": running, "others": others, "phase": phase}
 
 
