@@ -924,3 +924,8 @@ def test_a_near_miss_says_by_how_much_and_what_to_change():
     # a formula slip is not a rounding error: no advice about dtypes
     assert grading.compare(expected * 1.01, expected, atol=1e-6, what="") == (
         "at index (0,) expected 0.25, got 0.2525")
+    # a number (09.2's GFLOP/s, a float32 answer): the digits that differ, and the gap
+    assert grading.tell_apart(1.0180800000001, float(np.float32(1.01808))) == (
+        "1.01808", "1.018079996")
+    assert grading.precision_note(None, 1.01808, 1.018080016, 1e-9).startswith(
+        ": off by 1.6e-08, more than rounding allows (1e-09 here)")

@@ -886,15 +886,15 @@ def compare(answer, expected: torch.Tensor, *, atol, what: str) -> str | None:
         return None
     index = tuple(int(i) for i in bad[0])
     wanted, got = float(expected[index]), float(tensor[index])
-    shown_wanted, shown_got = _tell_apart(wanted, got)
+    shown_wanted, shown_got = tell_apart(wanted, got)
     message = (_("at index {index} expected {expected}, got {got}") if index
                else _("expected {expected}, got {got}")).format(
                    index=index, expected=shown_wanted, got=shown_got)
     allowed = float(atol.expand_as(gap)[index]) if atol.dim() else float(atol)
-    return context(what) + message + _precision_note(tensor.dtype, wanted, got, allowed)
+    return context(what) + message + precision_note(tensor.dtype, wanted, got, allowed)
 
 
-def _tell_apart(a: float, b: float) -> tuple[str, str]:
+def tell_apart(a: float, b: float) -> tuple[str, str]:
     """``a`` and ``b`` with 6 significant digits, or as many more as it takes for the two to
     differ on the page ("-0.449937" twice says nothing)."""
     for digits in range(6, 18):
@@ -907,9 +907,11 @@ def _tell_apart(a: float, b: float) -> tuple[str, str]:
 _LOW_PRECISION = {torch.float16: 3, torch.bfloat16: 2}  # significant decimal digits
 
 
-def _precision_note(dtype: torch.dtype, expected: float, got: float, allowed: float) -> str:
-    """For a value close to the expected one: by how much, and what to change. A formula
-    slip is rarely within 1e-5 of the right value; rounding in a narrow dtype is."""
+def precision_note(dtype: torch.dtype | None, expected: float, got: float,
+                   allowed: float) -> str:
+    """For a value close to the expected one: by how much, and what to change (``dtype``:
+    the answer's, None for a plain number). A formula slip is rarely within 1e-5 of the
+    right value; rounding in a narrow dtype is."""
     gap = abs(got - expected)
     relative = gap / abs(expected) if expected else math.inf
     if dtype in _LOW_PRECISION and relative <= 1e-2:

@@ -15,7 +15,9 @@ from rope_lab.exercises.grading import (
     compare,
     grader,
     log_uniform,
+    precision_note,
     randint,
+    tell_apart,
     values_differ,
 )
 from rope_lab.i18n import N_, _
@@ -67,11 +69,13 @@ def check_ntk_base(function: Learner, generator: torch.Generator) -> None:
         expected = base * factor ** (dim / (dim - 2))
         if not abs(answer - expected) <= 1e-6 * expected:
             slowest = (answer / base) ** (-(dim - 2) / dim) if answer > 0 else float("nan")
-            raise Wrong(_("{where}: expected {expected:.6g}, got {answer:.6g} — with your base "
+            shown_expected, shown_answer = tell_apart(expected, answer)
+            raise Wrong(_("{where}: expected {expected}, got {answer}{note} — with your base "
                           "the slowest pair slows by {slowest:.4g}, it should slow by exactly "
-                          "1/factor = {inverse:.4g}").format(where=where, expected=expected,
-                                                             answer=answer, slowest=slowest,
-                                                             inverse=1 / factor))
+                          "1/factor = {inverse:.4g}").format(
+                              where=where, expected=shown_expected, answer=shown_answer,
+                              note=precision_note(None, expected, answer, 1e-6 * expected),
+                              slowest=slowest, inverse=1 / factor))
 
 
 def _full_turns(dim, base, length):

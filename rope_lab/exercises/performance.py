@@ -12,7 +12,9 @@ from rope_lab.exercises.grading import (
     check_answer,
     grader,
     log_uniform,
+    precision_note,
     randint,
+    tell_apart,
 )
 from rope_lab.i18n import N_, _
 
@@ -62,9 +64,12 @@ def check_attainable(attainable: Learner, generator: torch.Generator) -> None:
                                                bandwidth=args[2])
         answer = answer_number(attainable(*args), where)
         expected = cost.attainable_gflops(*args)
-        if abs(answer - expected) > 1e-9 * max(1.0, expected):
-            raise Wrong(_("{where} expected {expected:g} GFLOP/s, got {answer:g}").format(
-                where=where, expected=expected, answer=answer))
+        allowed = 1e-9 * max(1.0, expected)
+        if abs(answer - expected) > allowed:
+            shown_expected, shown_answer = tell_apart(expected, answer)
+            raise Wrong(_("{where} expected {expected} GFLOP/s, got {answer}").format(
+                where=where, expected=shown_expected, answer=shown_answer)
+                + precision_note(None, expected, answer, allowed))
 
 
 @grader("09.3", N_("interleaved RoPE as one complex multiply"),

@@ -12,7 +12,9 @@ from rope_lab.exercises.grading import (
     compare,
     grader,
     matches,
+    precision_note,
     randint,
+    tell_apart,
 )
 from rope_lab.i18n import N_, _
 
@@ -81,6 +83,9 @@ def check_score_2d(score_2d: Learner, generator: torch.Generator) -> None:
         r_q = _rotation(m * theta) @ _float64([q.real, q.imag])
         r_k = _rotation(n * theta) @ _float64([k.real, k.imag])
         expected = float(r_q @ r_k)
-        if not abs(answer - expected) <= 1e-6 * (1 + abs(expected)):
-            raise Wrong(_("{where}: expected {expected:.6g}, got {answer:.6g}").format(
-                where=where, expected=expected, answer=answer))
+        allowed = 1e-6 * (1 + abs(expected))
+        if not abs(answer - expected) <= allowed:
+            shown_expected, shown_answer = tell_apart(expected, answer)
+            raise Wrong(_("{where}: expected {expected}, got {answer}").format(
+                where=where, expected=shown_expected, answer=shown_answer)
+                + precision_note(None, expected, answer, allowed))
