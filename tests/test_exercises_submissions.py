@@ -108,8 +108,8 @@ def test_a_notebook_that_cannot_be_graded_gets_one_line(kind, tmp_path, capsys):
 @pytest.mark.parametrize("csv_path, feedback, message", [
     ("missing/grades.csv", None, "--csv {tmp}/missing/grades.csv: the folder {tmp}/missing "
                                  "does not exist"),
-    (".", None, "--csv {tmp}: a folder; expected a file name such as"),
-    ("file.txt/grades.csv", None, "{tmp}/file.txt is a file, not a folder"),
+    (".", None, "--csv {tmp} is a folder; expected a file name such as {tmp}/grades.csv"),
+    ("file.txt/grades.csv", None, "{tmp}/file.txt is not a folder"),
     ("grades.csv", "file.txt", "--feedback {tmp}/file.txt: a file; expected a folder"),
 ])
 def test_an_output_that_cannot_be_written_is_refused_first(csv_path, feedback, message,
@@ -189,7 +189,7 @@ def _replace_answer(nb, name, source):
 
 
 def _class_folder(folder: Path) -> Path:
-    """Four students, each with something that must cost one answer only."""
+    """Five students, each with something that must cost one answer only."""
     folder.mkdir()
     nb = _course_notebook("01")
     _replace_answer(nb, "my_attention", "def my_attention(q, k, v):\n    return (q @ k.T\n")
@@ -219,6 +219,10 @@ def _class_folder(folder: Path) -> Path:
     _replace_answer(nb, "attainable", "def attainable(intensity, peak, bandwidth):\n"
                                       "    return min(peak, intensity * bandwidth)\n")
     _write_notebook(folder / "dong.ipynb", _without(nb, "def complex_rope("))
+    nb = _course_notebook("00")
+    _replace_answer(nb, "scaled_dot", "def scaled_dot(q, k):\n    return (q * k).sum(-1) * SCALE\n")
+    nb.cells.insert(5, nbformat.v4.new_code_cell("SCALE = 1 / 0  # a helper cell that fails"))
+    _write_notebook(folder / "erin.ipynb", nb)
     return folder
 
 
@@ -227,13 +231,13 @@ def test_a_class_of_hostile_submissions_costs_each_mistake_one_answer(tmp_path):
     folder = _class_folder(tmp_path / "class")
     pages = tmp_path / "pages"
     status, rows = _grade(tmp_path, folder, extra=[
-        "--feedback", str(pages), "--cell-time-limit", "5", "--answer-time-limit", "2"])
+        "--feedback", str(pages), "--cell-time-limit", "15", "--answer-time-limit", "2"])
     assert status == 0
     verdicts = {key: (row["passed"], row["feedback"]) for key, row in rows.items()}
     expected = {
         ("alice.ipynb", "01.1"): ("0", "the cell that defines my_attention (it starts “def "
                                        "my_attention(q, k, v):”) raised SyntaxError"),
-        ("alice.ipynb", "01.2"): ("0", "did not finish within 5 s (a loop that never ends?), "
+        ("alice.ipynb", "01.2"): ("0", "did not finish within 15 s (a loop that never ends?), "
                                        "so inverse_permutation was never defined"),
         ("alice.ipynb", "01.3"): ("0", "exercise 01.3 asks you to write this without "
                                        "rope_lab.attention"),
@@ -244,12 +248,17 @@ def test_a_class_of_hostile_submissions_costs_each_mistake_one_answer(tmp_path):
         ("dong.ipynb", "09.1"): ("0", "你的函数抛出了 ValueError：<script>alert(1)</script>"),
         ("dong.ipynb", "09.2"): ("1", ""),
         ("dong.ipynb", "09.3"): ("0", "complex_rope"),
+        ("erin.ipynb", "00.1"): ("0", "NameError: name 'SCALE' is not defined (line 2), on "
+                                      "inputs (tensor of shape (8,), tensor of shape (8,)) (a "
+                                      "cell your function needs, the one that starts “SCALE = 1 "
+                                      "/ 0 # a helper cell that fails”, raised "
+                                      "ZeroDivisionError: division by zero)"),
     }
     assert set(verdicts) == set(expected)
     for key, (passed, words) in expected.items():
         assert verdicts[key][0] == passed and words in verdicts[key][1], (key, verdicts[key])
     assert sorted(path.name for path in pages.rglob("*.html")) == [
-        "alice.html", "bob.html", "carol.html", "dong.html"]
+        "alice.html", "bob.html", "carol.html", "dong.html", "erin.html"]
     page = next(pages.rglob("dong.html")).read_text(encoding="utf-8")
     assert '<html lang="zh-CN">' in page and "<script>" not in page and "性能" in page
 

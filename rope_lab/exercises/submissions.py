@@ -391,6 +391,7 @@ def _kernel_manager_class():
 
 def run_cells(submission: Submission, plan: list[int], *, time_limit: float,
               memory: int | None, cell_time_limit: float = CELL_TIME_LIMIT_S,
+              environment: dict[str, str] | None = None,
               on_kernel_start=None) -> tuple[dict, dict[str, dict]]:
     """Run the cells ``plan`` of the notebook, then read each answer out of the kernel.
 
@@ -402,7 +403,7 @@ def run_cells(submission: Submission, plan: list[int], *, time_limit: float,
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    from rope_lab.book import kernel_config
+    from rope_lab.runner import kernel_config
 
     cells = {index: submission.notebook.cells[index] for index in plan}
     exports = {exercise: nbformat.v4.new_code_cell(_export_source(name))
@@ -410,8 +411,8 @@ def run_cells(submission: Submission, plan: list[int], *, time_limit: float,
     outcomes: dict = {}
     answers: dict[str, dict] = {}
     deadline = time.monotonic() + time_limit
-    environment = {**os.environ, "ROPE_LAB_GRADER_PRESTART": "0",
-                   "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    environment = {**(os.environ if environment is None else environment),
+                   "ROPE_LAB_GRADER_PRESTART": "0", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
     while True:
         todo = [("cell", index) for index in plan if index not in outcomes
                 or not (outcomes[index].timeout or outcomes[index].died)]
@@ -555,7 +556,8 @@ class Executed:
 
 
 def execute(submission: Submission, *, time_limit: float, memory: int | None,
-            cell_time_limit: float = CELL_TIME_LIMIT_S, seed: int | None = None) -> Executed:
+            cell_time_limit: float = CELL_TIME_LIMIT_S, seed: int | None = None,
+            environment: dict[str, str] | None = None) -> Executed:
     """One notebook: its needed cells run in a kernel, each answer graded in a grader worker
     of its own (started with the kernel, so its imports overlap the notebook's), feedback in
     the notebook's language. Safe to run for several notebooks at once, one thread each."""
@@ -570,6 +572,7 @@ def execute(submission: Submission, *, time_limit: float, memory: int | None,
         try:
             outcomes, found = run_cells(submission, plan, time_limit=time_limit, memory=memory,
                                         cell_time_limit=cell_time_limit,
+                                        environment=environment,
                                         on_kernel_start=worker.start)
         except Exception as error:  # noqa: BLE001 - no kernel: every answer says so
             reason = " ".join(str(error).split())[:200] or type(error).__name__
@@ -600,13 +603,42 @@ def rows_for(submission: Submission, executed: Executed, time_limit: float,
             grader = BY_EXERCISE[exercise]
             if exercise in executed.verdicts:
                 verdict, seed = executed.verdicts[exercise]
-                rows.append(_row(submission, grader, verdict.passed, verdict.feedback, seed))
+                feedback = verdict.feedback
+                if not verdict.passed:  # a NameError may come from a cell that failed
+                    feedback += _broken_dependency(name, executed, time_limit, cell_time_limit)
+                rows.append(_row(submission, grader, verdict.passed, feedback, seed))
             else:
                 answer = executed.found.get(exercise) or {"export_error": "no answer came back"}
                 problem = _problem(name, answer, executed.cells, executed.outcomes,
                                    time_limit, cell_time_limit)
                 rows.append(_row(submission, grader, False, problem, None))
     return rows
+
+
+def _broken_dependency(name: str, executed: Executed, time_limit: float,
+                       cell_time_limit: float) -> str:
+    """A note on the first cell the function ``name`` needs (its setup cell, a helper's)
+    that did not run to its end, or nothing."""
+    own = {cell.index for cell in executed.cells if name in cell.defines}
+    for index in needed_cells(executed.cells, [name]):
+        outcome = executed.outcomes.get(index)
+        if index in own or outcome is None:
+            continue
+        if outcome.timeout:
+            what = _("did not finish within {limit:g} s").format(
+                limit=min(cell_time_limit, time_limit))
+        elif outcome.died:
+            what = _("ended the notebook's kernel")
+        elif outcome.skipped:
+            what = _("did not run: the notebook's {limit:g} s ran out").format(limit=time_limit)
+        elif outcome.error:
+            what = _("raised {error}").format(error=outcome.error)
+        else:
+            continue
+        cell = next(cell for cell in executed.cells if cell.index == index)
+        return _(" (a cell your function needs, the one that starts “{start}”, {what})").format(
+            start=_first_line(cell.source), what=what)
+    return ""
 
 
 def _row(submission, grader, passed, feedback, seed) -> Row:
@@ -685,29 +717,24 @@ def page_paths(submissions: list[Submission], folder: Path) -> dict[Path, Path]:
 
 
 def _write(path: Path, text: str) -> None:
-    """Through the package's one atomic writer (a temporary file renamed over the target)."""
-    from rope_lab.experiments._files import write_atomic
+    """Through the package's one writer (rope_lab._atomic: a temporary file renamed over the
+    target)."""
+    from rope_lab import _atomic
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, text)
+    _atomic.write_text(path, text)
 
 
 # --- the command ---------------------------------------------------------------------------------
 
 
 def _check_csv(path: Path) -> None:
-    if path.is_dir():
-        raise BadInput(f"--csv {path}: a folder; expected a file name such as "
-                       f"{path / 'grades.csv'}")
-    folder = path.parent
-    if folder.exists() and not folder.is_dir():
-        raise BadInput(f"--csv {path}: {folder} is a file, not a folder")
-    if not folder.is_dir():
-        raise BadInput(f"--csv {path}: the folder {folder} does not exist; create it first or "
-                       "choose another path")
-    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and
-                                                     not os.access(path, os.W_OK)):
-        raise BadInput(f"--csv {path}: cannot be written here (no permission in {folder})")
+    from rope_lab import _atomic
+
+    try:
+        _atomic.check_target(path, "--csv", example="grades.csv")
+    except ValueError as error:
+        raise BadInput(str(error)) from None
 
 
 def _check_feedback(path: Path) -> None:
@@ -836,9 +863,13 @@ def _grade_each(submissions: list[Submission], arguments) -> int:
 
     pages = page_paths(submissions, arguments.feedback) if arguments.feedback else {}
     done: dict[int, list[Row]] = {}
+    from rope_lab.runner import kernel_environment
+
     options = {"time_limit": arguments.notebook_time_limit,
                "cell_time_limit": arguments.cell_time_limit,
-               "memory": int(arguments.notebook_memory * 1e9), "seed": arguments.seed}
+               "memory": int(arguments.notebook_memory * 1e9), "seed": arguments.seed,
+               # the cores shared out between the kernels running at once
+               "environment": kernel_environment(arguments.jobs)}
     pool = ThreadPoolExecutor(arguments.jobs, thread_name_prefix="rope_lab grade")
     try:
         with tqdm(total=len(submissions), unit="notebook", file=sys.stderr,
