@@ -203,6 +203,44 @@ def test_a_grandchild_does_not_outlive_the_grading(exit_status, tmp_path, capsys
     assert _gone(grandchild), "the learner's grandchild outlived the grading"
 
 
+_ORPHAN = """
+import itertools, os, sys, threading, time
+from pathlib import Path
+from rope_lab import exercises
+from rope_lab.exercises import grading, worker
+grading.TIME_LIMIT_S = 60.0
+worker.ORPHAN_MARGIN_S = 3.0 - worker.SETUP_LIMIT_S - 60.0  # the job ends itself after 3 s
+flag = sys.argv[1]
+
+def loops(q, k):
+    Path(flag).write_text(str(os.getpid()))
+    sum(itertools.repeat(1))  # the GIL held in C
+
+# started from a thread: no PR_SET_PDEATHSIG, as on macOS and Windows
+threading.Thread(target=exercises.check_scaled_dot, args=(loops,), daemon=True).start()
+time.sleep(300)
+"""
+
+
+@POSIX
+@pytest.mark.slow
+def test_a_worker_left_running_by_a_dead_notebook_ends_itself(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    flag = tmp_path / "running"
+    notebook = subprocess.Popen([sys.executable, "-c", _ORPHAN, str(flag)], env=env)
+    deadline = time.monotonic() + worker.SETUP_LIMIT_S
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    pid = int(flag.read_text())
+    notebook.kill()  # no atexit, nothing stops the worker
+    notebook.wait()
+    time.sleep(1.0)
+    assert _alive(pid)  # still in the learner's loop, its notebook gone
+    assert _gone(pid, within=10.0)  # its watchdog ends it, 3 s after the job started
+
+
 # --- memory -----------------------------------------------------------------------------------
 
 

@@ -26,7 +26,9 @@ Each grading sends a job (the grader and the learner's function, pickled by
 
 The worker ignores the notebook's interrupt (the notebook stops it instead), dies with the
 notebook (Linux: ``PR_SET_PDEATHSIG``; everywhere: when its pipe closes while it waits, and
-at the notebook's exit), and writes whatever compiled code prints to the notebook's stderr.
+at the notebook's exit; a job that outlives a dead notebook ends at a C watchdog's deadline,
+:func:`faulthandler.dump_traceback_later`), and writes whatever compiled code prints to the
+notebook's stderr.
 
 The protocol: the notebook writes length-prefixed pickles to the worker's stdin (the worker
 trusts the notebook); the worker writes JSON lines to its stdout (the notebook does not
@@ -37,6 +39,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import faulthandler
+import functools
 import importlib
 import io
 import json
@@ -63,6 +67,8 @@ _BOOT = ("import json, os, sys; sys.path[:] = json.loads(os.environ.pop('ROPE_LA
          " from rope_lab.exercises.worker import serve; serve()")
 _HEADER = struct.Struct("!Q")
 _POLL_S = 0.05  # how often a waiting notebook looks whether the worker is still alive
+# how long after its limits a job ends itself if the notebook died without stopping it
+ORPHAN_MARGIN_S = 60.0
 
 
 class Worker:
@@ -180,7 +186,8 @@ class Worker:
         except WorkerError as error:
             return {"failed": str(error)}
         request = {"job": job, "arguments": arguments, "path": _search_path(),
-                   "cwd": os.getcwd(), "preload": list(preload), "memory": memory}
+                   "cwd": os.getcwd(), "preload": list(preload), "memory": memory,
+                   "deadline": setup_limit + limit + ORPHAN_MARGIN_S}
         deadline = time.monotonic() + setup_limit
         phase, running = "setup", None
         try:
@@ -447,6 +454,10 @@ def _serve_one(request: dict, send, threads: int) -> dict:
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
     restore_memory = limit_memory(request["memory"])
+    # A self-destruct in C (it needs no GIL): where nothing kills the worker along with a dead
+    # notebook (no PR_SET_PDEATHSIG off Linux), a job that never returns still ends. The
+    # notebook stops it long before, at its own limit.
+    faulthandler.dump_traceback_later(request["deadline"], exit=True, file=_devnull())
     try:
         module, _, name = request["job"].partition(":")
         job = getattr(importlib.import_module(module), name)
@@ -454,6 +465,7 @@ def _serve_one(request: dict, send, threads: int) -> dict:
     except BaseException:  # noqa: BLE001 - a job's own bug: reported, never a hang
         reply = {"failed": traceback.format_exc(limit=-3)}
     finally:
+        faulthandler.cancel_dump_traceback_later()
         restore_memory()
         sys.stdout, sys.stderr = saved
     reply["out"], reply["err"] = out.text(), err.text()
@@ -463,6 +475,11 @@ def _serve_one(request: dict, send, threads: int) -> dict:
     retire = "failed" in reply or (isinstance(result, dict) and result.get("retire"))
     reply["clean"] = not retire and threading.active_count() <= threads and not _children()
     return reply
+
+
+@functools.cache
+def _devnull():
+    return open(os.devnull, "w")  # noqa: SIM115 - the worker's for its whole life
 
 
 def _children() -> bool:
