@@ -40,7 +40,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import faulthandler
-import functools
 import importlib
 import io
 import json
@@ -457,7 +456,8 @@ def _serve_one(request: dict, send, threads: int) -> dict:
     # A self-destruct in C (it needs no GIL): where nothing kills the worker along with a dead
     # notebook (no PR_SET_PDEATHSIG off Linux), a job that never returns still ends. The
     # notebook stops it long before, at its own limit.
-    faulthandler.dump_traceback_later(request["deadline"], exit=True, file=_devnull())
+    with contextlib.suppress(ValueError, OSError):  # no stderr (pythonw): no watchdog
+        faulthandler.dump_traceback_later(request["deadline"], exit=True, file=2)
     try:
         module, _, name = request["job"].partition(":")
         job = getattr(importlib.import_module(module), name)
@@ -475,11 +475,6 @@ def _serve_one(request: dict, send, threads: int) -> dict:
     retire = "failed" in reply or (isinstance(result, dict) and result.get("retire"))
     reply["clean"] = not retire and threading.active_count() <= threads and not _children()
     return reply
-
-
-@functools.cache
-def _devnull():
-    return open(os.devnull, "w")  # noqa: SIM115 - the worker's for its whole life
 
 
 def _children() -> bool:
