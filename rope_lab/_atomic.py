@@ -25,14 +25,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 
-def check_target(path, option: str = "--out") -> Path:
+def check_target(path, option: str = "--out", *, example: str = "results.json") -> Path:
     """``path`` if a file can be written there, else ValueError naming ``option`` and what is
-    wrong: a folder, a folder that does not exist or cannot be written, something that is not
-    a regular file. Commands check their output paths with it before any work."""
+    wrong: a folder (a file name such as ``example`` in it is suggested), a folder that does
+    not exist or cannot be written, something that is not a regular file. Commands check
+    their output paths with it before any work."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{option} {path} is a folder; expected a file name such as "
-                         f"{path / 'results.json'}")
+                         f"{path / example}")
     folder = path.parent
     if not folder.exists():
         raise ValueError(f"{option} {path}: the folder {folder} does not exist; create it "

@@ -244,8 +244,8 @@ class _SearchProgress:
     """minimum_base's progress bar, built only for a search long enough to show one.
 
     tqdm writes to stderr (where a notebook cell counts as failed), and even a disabled bar
-    takes tqdm's lock and starts its monitor thread: a grader's forked child that inherited
-    that lock held by the monitor would wait forever. Imported here: in a notebook
+    takes tqdm's lock and starts its monitor thread: a process forked while the monitor held
+    that lock would wait for it forever. Imported here: in a notebook
     ``tqdm.auto`` loads ipywidgets, which math modules never do.
     """
 

@@ -36,3 +36,21 @@ def english(monkeypatch):
 
     monkeypatch.delenv(i18n.ENVIRONMENT_VARIABLE, raising=False)
     i18n._chosen = None
+
+
+# The graders' worker process (rope_lab.exercises.worker)
+
+@pytest.fixture
+def grader_worker():
+    """The graders' worker, started and waiting: a test's clock then counts the grading, not
+    the seconds a fresh Python takes to import torch (after a test that stopped the worker)."""
+    import time
+
+    from rope_lab.exercises import grading, worker
+
+    grading.start_worker()
+    deadline = time.monotonic() + worker.SETUP_LIMIT_S
+    while not grading._worker.ready and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert grading._worker.ready, "the graders' worker did not start"
+    return grading._worker

@@ -9,13 +9,22 @@ display again under the printed line). A failure on random inputs names the seed
 ``check_…(my_function, seed=…)`` repeats them.
 
 One module per notebook (``rope_in_d_dimensions`` holds 04's graders); ``grading`` holds
-what they share: where a grading runs (a forked child process on Linux, stopped at the time
-limit ``grading.TIME_LIMIT_S``), copies of the inputs, the forbidden shortcuts, and one way
-to read an answer. The graders are a learning aid: they catch honest mistakes, not cheats.
+what they share: copies of the inputs, the forbidden shortcuts, one way to read an answer;
+``worker`` where a grading runs: in a separate worker process on every platform, stopped at
+the time limit ``grading.TIME_LIMIT_S`` (a notebook kernel starts it in the background when
+it imports this package, so the first check does not wait). The graders are a learning aid:
+they catch honest mistakes, not cheats; code that patches the grader in its own process
+fools it, by design.
+
+``python -m rope_lab.exercises grade NOTEBOOK... --csv grades.csv`` grades a folder of
+students' saved notebooks (:mod:`rope_lab.exercises.submissions`).
 
 ``summary()`` prints which exercises passed in this session, to paste into a forum post
 or hand in.
 """
+
+import os
+import sys
 
 from rope_lab.exercises.absolute_position_encodings import (
     check_bits_flipped,
@@ -32,7 +41,7 @@ from rope_lab.exercises.debugging_rope import (
     check_partial_rotary,
     check_position_ids,
 )
-from rope_lab.exercises.grading import call_learner, compare, report, summary
+from rope_lab.exercises.grading import compare, report, start_worker, summary
 from rope_lab.exercises.length_extrapolation import (
     check_full_turn_pairs,
     check_ntk_base,
@@ -79,5 +88,18 @@ GRADERS = (
     check_p_rope_speeds, check_seed_verdict,
 )
 
-__all__ = [grader.__name__ for grader in GRADERS] + ["GRADERS", "call_learner", "compare", "report",
-                                                  "summary"]
+__all__ = [grader.__name__ for grader in GRADERS] + ["GRADERS", "compare", "report", "summary"]
+
+# by exercise id: "08.1" → check_axial_rope
+BY_EXERCISE = {grader.exercise: grader for grader in GRADERS}
+
+
+def _in_kernel() -> bool:
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+# a notebook: its first check then finds the grader's process ready (not in the kernels of
+# `python -m rope_lab.exercises grade`, which grade elsewhere)
+if _in_kernel() and os.environ.get("ROPE_LAB_GRADER_PRESTART", "1") != "0":
+    start_worker()

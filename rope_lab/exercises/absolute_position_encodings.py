@@ -20,7 +20,8 @@ from rope_lab.i18n import N_, _
 from rope_lab.rope import inv_freq
 
 
-@grader("02.1", N_("the sinusoidal encoding"), forbidden=("rope_lab.absolute.sinusoidal_pe",))
+@grader("02.1", N_("the sinusoidal encoding"), forbidden=("rope_lab.absolute.sinusoidal_pe",),
+        answer="my_sinusoidal_pe")
 def check_sinusoidal_pe(sinusoidal_fn: Learner, generator: torch.Generator) -> None:
     """02.1 — ``sinusoidal_fn(length, dim, base)``: PE(p)_{2i} = sin(p·ω_i),
     PE(p)_{2i+1} = cos(p·ω_i), ω_i = base^(−2i/dim), positions p = 0 … length−1.
@@ -61,7 +62,8 @@ def _sinusoidal_hint(answer, length, dim, base) -> str:
 
 
 @grader("02.2", N_("the sinusoidal shift map"),
-        forbidden=("rope_lab.absolute.sinusoidal_shift_map",))
+        forbidden=("rope_lab.absolute.sinusoidal_shift_map",),
+        answer="my_shift_map")
 def check_shift_map(shift_fn: Learner, generator: torch.Generator) -> None:
     """02.2 — ``shift_fn(dim, k, base)``: the ``(dim, dim)`` matrix W_k with
     PE(p + k) = W_k PE(p) for every p (sinusoidal encoding, column vectors).
@@ -85,7 +87,7 @@ def check_shift_map(shift_fn: Learner, generator: torch.Generator) -> None:
                         .format(where=where, p=p, shifted=p + k, gap=float(gap[p]), hint=hint))
 
 
-@grader("02.3", N_("bits flipped between neighbours"))
+@grader("02.3", N_("bits flipped between neighbours"), answer="bits_flipped")
 def check_bits_flipped(bits_flipped_fn: Learner, generator: torch.Generator) -> None:
     """02.3 — ``bits_flipped_fn(p)``: how many binary-PE features change from p to p + 1."""
     cases = list(range(1024))

@@ -23,7 +23,8 @@ def _qkv(generator, seq_q, seq_k, d, d_v):
             torch.randn(seq_k, d_v, generator=generator))
 
 
-@grader("01.1", N_("attention without position"), forbidden=("rope_lab.attention.attention",))
+@grader("01.1", N_("attention without position"), forbidden=("rope_lab.attention.attention",),
+        answer="my_attention")
 def check_attention(attention_fn: Learner, generator: torch.Generator) -> None:
     """01.1 — ``attention_fn(q, k, v)`` = softmax(q kᵀ / √d) v, no mask, no position.
 
@@ -53,7 +54,7 @@ def check_attention(attention_fn: Learner, generator: torch.Generator) -> None:
         raise Wrong(failure)
 
 
-@grader("01.2", N_("undo a permutation"))
+@grader("01.2", N_("undo a permutation"), answer="inverse_permutation")
 def check_inverse_permutation(inverse_fn: Learner, generator: torch.Generator) -> None:
     """01.2 — ``inverse_fn(perm)``: the permutation that undoes ``perm``.
 
@@ -87,7 +88,8 @@ def check_inverse_permutation(inverse_fn: Learner, generator: torch.Generator) -
 
 
 @grader("01.3", N_("causal attention"),
-        forbidden=("rope_lab.attention.attention", "rope_lab.attention.causal_mask"))
+        forbidden=("rope_lab.attention.attention", "rope_lab.attention.causal_mask"),
+        answer="my_causal_attention")
 def check_causal_attention(causal_fn: Learner, generator: torch.Generator) -> None:
     """01.3 — ``causal_fn(q, k, v)``: attention where query i sees keys 0 … i only.
 

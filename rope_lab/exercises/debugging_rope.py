@@ -32,7 +32,8 @@ def _mask(lengths, seq, *, left=True):
 
 
 @grader("11.1", N_("position ids from the attention mask"),
-        forbidden=("rope_lab.hf.positions.position_ids_from_attention_mask",))
+        forbidden=("rope_lab.hf.positions.position_ids_from_attention_mask",),
+        answer="position_ids")
 def check_position_ids(function: Learner, generator: torch.Generator) -> None:
     """11.1: ``function(attention_mask)`` returns generate's ``(batch, seq)`` position ids.
 
@@ -79,7 +80,8 @@ def check_position_ids(function: Learner, generator: torch.Generator) -> None:
 
 
 @grader("11.2", N_("position ids for packed documents"),
-        forbidden=("rope_lab.hf.positions.packed_position_ids",))
+        forbidden=("rope_lab.hf.positions.packed_position_ids",),
+        answer="packed_positions")
 def check_packed_positions(function: Learner, generator: torch.Generator) -> None:
     """11.2: ``function(lengths)`` returns ``(1, sum(lengths))`` positions restarting at 0
     for every document, as transformers' ``DataCollatorWithFlattening`` writes them."""
@@ -140,7 +142,8 @@ def _tables(positions, rotary_dim, base):
     return emb.cos().float(), emb.sin().float()
 
 
-@grader("11.3", N_("partial rotary, the bug fixed"), preload=("transformers",))
+@grader("11.3", N_("partial rotary, the bug fixed"), preload=("transformers",),
+        answer="apply_partial_rotary")
 def check_partial_rotary(function: Learner, generator: torch.Generator) -> None:
     """11.3: ``function(q, k, cos, sin) -> (q, k)`` rotates the first r = cos.shape[-1]
     features of each head in pairs (i, i + r/2) and passes the rest through.

@@ -16,17 +16,31 @@ from rope_lab.exercises.grading import (
     log_uniform,
     matches,
     randint,
+    rotation_tolerance,
 )
 from rope_lab.i18n import N_, _
-from rope_lab.rope import rope_pairs
+from rope_lab.rope import inv_freq, rope_pairs
 
 
-@grader("05.1", N_("the score curve"))
+def _score_tolerance(q, k, distances, base) -> torch.Tensor:
+    """Per distance Δ, what an honest float32 answer may be off by: each pair's rotation
+    (float32 angle Δ·θ_i, cos and sin) times ‖q_i‖·‖k_i‖, and the float32 sum over d
+    features, about d·2⁻²⁴ of Σ|q_j k_j|."""
+    first, second = rope_pairs(q.shape[-1], "half")
+    q_pairs = torch.stack((q[first], q[second])).double().norm(dim=0)
+    k_pairs = torch.stack((k[first], k[second])).double().norm(dim=0)
+    angles = distances.double()[:, None] * inv_freq(q.shape[-1], base, dtype=torch.float64)
+    summing = q.shape[-1] / 8  # d·2⁻²⁴ in units of 2⁻²¹
+    return (q_pairs * rotation_tolerance(angles, k_pairs, floor=0.0)).sum(-1) * (1 + summing)
+
+
+@grader("05.1", N_("the score curve"), answer="score_curve")
 def check_score_curve(score_curve: Learner, generator: torch.Generator) -> None:
     """05.1: ``score_curve(q, k, distances, base) -> (D,)``: q at position 0, k at each Δ.
 
-    Compared with :func:`rope_lab.decay.score_curve` (half layout) on all-ones and on random
-    q, k, for several bases.
+    Compared with :func:`rope_lab.decay.score_curve` (half layout) in float64 on all-ones
+    and on random q, k, for several bases; float32 rounding is allowed (angles, cos and sin,
+    the sum), float16's three digits are not.
     """
     teaching = torch.Generator().manual_seed(51)
     fixed = torch.tensor([0, 1, 2, 5, 17, 100, 1000])
@@ -43,14 +57,15 @@ def check_score_curve(score_curve: Learner, generator: torch.Generator) -> None:
     for number, (q, k, distances, base) in enumerate(cases + random):
         score_curve.random = number >= len(cases)
         answer = score_curve(q, k, distances, base)
-        expected = decay.score_curve(q, k, distances, base=base)
-        atol = 1e-3 * (1 + float(expected.abs().max()))
+        expected = decay.score_curve(q.double(), k.double(), distances, base=base)
+        atol = _score_tolerance(q, k, distances, base)
         failure = compare(answer, expected, atol=atol,
                           what=_("d = {dim}, base {base:g}, distances {distances}").format(
                               dim=q.shape[0], base=base, distances=distances.tolist()))
         if failure is not None:
-            interleaved = decay.score_curve(q, k, distances, base=base, layout="interleaved")
-            if matches(answer, interleaved, atol=1e-3 * (1 + float(interleaved.abs().max()))):
+            interleaved = decay.score_curve(q.double(), k.double(), distances, base=base,
+                                            layout="interleaved")
+            if matches(answer, interleaved, atol=atol):
                 failure += _(" (you paired features (2i, 2i+1); use the half layout, the "
                              "default of rl.apply_rope)")
             raise Wrong(failure)
@@ -64,7 +79,7 @@ def _unit_pair_query(generator, dim):
     return q
 
 
-@grader("05.2", N_("a key that breaks the Σcos “bound”"))
+@grader("05.2", N_("a key that breaks the Σcos “bound”"), answer="make_key")
 def check_bound_breaker(make_key: Learner, generator: torch.Generator) -> None:
     """05.2: ``make_key(q, distance, base) -> k`` with unit pairs whose score at ``distance``
     beats source post 000's "bound" Σ_i cos(Δθ_i) (q also has unit pairs, half layout)."""
@@ -100,7 +115,8 @@ def check_bound_breaker(make_key: Learner, generator: torch.Generator) -> None:
                                                                                bound=bound))
 
 
-@grader("05.3", N_("the minimum base for a context length"), time_factor=3.0)
+@grader("05.3", N_("the minimum base for a context length"), time_factor=3.0,
+        answer="minimum_base")
 def check_minimum_base(minimum_base: Learner, generator: torch.Generator) -> None:
     """05.3: ``minimum_base(context_length, dim) -> base``: the smallest base ≥ 1 with
     Σ_i cos(mθ_i) ≥ 0 for every m = 0 … L. Accepted within 1 % above the exact answer.

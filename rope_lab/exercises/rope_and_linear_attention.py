@@ -17,7 +17,8 @@ from rope_lab.exercises.grading import (
 from rope_lab.i18n import N_, _
 
 
-@grader("07.1", N_("causal linear attention, recurrent form"))
+@grader("07.1", N_("causal linear attention, recurrent form"),
+        answer="recurrent_linear_attention")
 def check_recurrent_linear_attention(function: Learner, generator: torch.Generator) -> None:
     """07.1: ``function(q, k, v, rope)`` is causal linear attention as a loop over positions.
 
@@ -56,7 +57,8 @@ def check_recurrent_linear_attention(function: Learner, generator: torch.Generat
         raise Wrong(failure)
 
 
-@grader("07.2", N_("a rotated normalizer that is not positive"))
+@grader("07.2", N_("a rotated normalizer that is not positive"),
+        answer="non_positive_normalizer")
 def check_non_positive_normalizer(function: Learner, generator: torch.Generator) -> None:
     """07.2: ``function()`` returns q, k of shape ``(L, 4)`` with L ≤ 8 whose *rotated*
     causal normalizer (base 10000, φ = elu + 1) is ≤ 0 for some query.

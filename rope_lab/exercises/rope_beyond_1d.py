@@ -13,16 +13,18 @@ from rope_lab.exercises.grading import (
     log_uniform,
     matches,
     randint,
+    rotation_tolerance,
 )
 from rope_lab.i18n import N_, _
 
 
-@grader("08.1", N_("axial 2D RoPE"))
+@grader("08.1", N_("axial 2D RoPE"), answer="axial_rope")
 def check_axial_rope(function: Learner, generator: torch.Generator) -> None:
     """08.1: ``function(x, positions, base)`` is axial 2D RoPE built from ``rl.apply_rope``.
 
     x: ``(..., seq, d)``, positions: ``(seq, 2)`` (x, y); compared with
-    ``nd.apply_rope_nd(x, positions, nd.axial_freqs(d, base))``.
+    ``nd.apply_rope_nd(x, positions, nd.axial_freqs(d, base))`` in float64. The text's speeds
+    ``rl.inv_freq(d // 2, base)`` are float32: the tolerance allows float32 angles.
     """
     teaching = torch.Generator().manual_seed(8)
     cases = [(torch.randn(2, rows * columns, dim, generator=teaching, dtype=torch.float64),
@@ -37,19 +39,23 @@ def check_axial_rope(function: Learner, generator: torch.Generator) -> None:
         function.random = number >= len(cases)
         dim = x.shape[-1]
         answer = function(x, positions, base)
-        expected = nd.apply_rope_nd(x, positions, nd.axial_freqs(dim, base, dtype=torch.float64))
+        freqs = nd.axial_freqs(dim, base, dtype=torch.float64)
+        expected = nd.apply_rope_nd(x, positions, freqs)
+        # half layout: pair i is (x_i, x_{i + d/2}); its angle is ⟨p, ω_i⟩
+        pair_length = torch.stack(x.chunk(2, dim=-1)).norm(dim=0)
+        atol = rotation_tolerance(positions.double() @ freqs, pair_length, floor=1e-9).repeat(
+            *([1] * (x.dim() - 1)), 2)
         what = _("x of shape {shape}, base = {base:g}").format(shape=tuple(x.shape), base=base)
-        failure = compare(answer, expected, atol=1e-9, what=what)
+        failure = compare(answer, expected, atol=atol, what=what)
         if failure is not None:
-            swapped = nd.apply_rope_nd(x, positions.flip(-1),
-                                       nd.axial_freqs(dim, base, dtype=torch.float64))
-            if matches(answer, swapped, atol=1e-9):
+            swapped = nd.apply_rope_nd(x, positions.flip(-1), freqs)
+            if matches(answer, swapped, atol=atol):
                 failure = _("{what}: x and y are swapped: pairs 0 … d/4 − 1 turn with x (column "
                             "0)").format(what=what)
             raise Wrong(failure)
 
 
-@grader("08.2", N_("M-RoPE position ids"))
+@grader("08.2", N_("M-RoPE position ids"), answer="mrope_position_ids")
 def check_mrope_positions(function: Learner, generator: torch.Generator) -> None:
     """08.2: ``function(text_before, grid_thw, text_after)`` returns M-RoPE (t, h, w) ids.
 

@@ -12,7 +12,9 @@ from rope_lab.exercises.grading import (
     compare,
     grader,
     matches,
+    precision_note,
     randint,
+    tell_apart,
 )
 from rope_lab.i18n import N_, _
 
@@ -26,7 +28,7 @@ def _rotation(angle: float) -> torch.Tensor:
     return torch.stack((torch.stack((c, -s)), torch.stack((s, c))))
 
 
-@grader("03.1", N_("the 2×2 rotation matrix"))
+@grader("03.1", N_("the 2×2 rotation matrix"), answer="rotation_matrix")
 def check_rotation_matrix(rotation_matrix: Learner, generator: torch.Generator) -> None:
     """03.1: ``rotation_matrix(angle) -> (2, 2)`` turns vectors counter-clockwise by angle.
 
@@ -57,7 +59,7 @@ def check_rotation_matrix(rotation_matrix: Learner, generator: torch.Generator) 
                          m=m, n=n, difference=n - m, theta=theta))
 
 
-@grader("03.2", N_("the RoPE score in complex form"))
+@grader("03.2", N_("the RoPE score in complex form"), answer="score_2d")
 def check_score_2d(score_2d: Learner, generator: torch.Generator) -> None:
     """03.2: ``score_2d(q, k, m, n, theta) -> float`` via complex numbers.
 
@@ -81,6 +83,9 @@ def check_score_2d(score_2d: Learner, generator: torch.Generator) -> None:
         r_q = _rotation(m * theta) @ _float64([q.real, q.imag])
         r_k = _rotation(n * theta) @ _float64([k.real, k.imag])
         expected = float(r_q @ r_k)
-        if not abs(answer - expected) <= 1e-6 * (1 + abs(expected)):
-            raise Wrong(_("{where}: expected {expected:.6g}, got {answer:.6g}").format(
-                where=where, expected=expected, answer=answer))
+        allowed = 1e-6 * (1 + abs(expected))
+        if not abs(answer - expected) <= allowed:
+            shown_expected, shown_answer = tell_apart(expected, answer)
+            raise Wrong(_("{where}: expected {expected}, got {answer}").format(
+                where=where, expected=shown_expected, answer=shown_answer)
+                + precision_note(None, expected, answer, allowed))

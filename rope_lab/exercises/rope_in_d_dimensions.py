@@ -15,12 +15,9 @@ from rope_lab.exercises.grading import (
     log_uniform,
     matches,
     randint,
+    rotation_tolerance,
 )
 from rope_lab.i18n import N_, _
-
-# float32 angles m·θ_i are off by about |m·θ_i|·2⁻²³ (θ_i and the product each round once);
-# this tolerance per element allows that, with margin, and nothing like a real mistake.
-_FLOAT32_ANGLE_ERROR = 2.0**-21
 
 
 def _random_x(generator, *, max_dim: int = 32):
@@ -36,20 +33,21 @@ def _same_dtype(answer, x, what):
             what=what, dtype=x.dtype, answer=answer.dtype))
 
 
-@grader("04.1", N_("rotate_half"))
+@grader("04.1", N_("rotate_half"), answer="rotate_half")
 def check_rotate_half(rotate_half: Learner, generator: torch.Generator) -> None:
     """04.1: ``rotate_half(x)`` maps the halves (x_a, x_b) of the last dimension to (−x_b, x_a)."""
     teaching = torch.Generator().manual_seed(4)
     cases = [torch.arange(1.0, 5.0), torch.arange(1.0, 9.0).reshape(2, 4),
-             torch.randn(2, 3, 5, 16, generator=teaching)]
+             torch.randn(2, 3, 5, 16, generator=teaching),
+             torch.randn(3, 6, generator=teaching, dtype=torch.float64)]
     random = [_random_x(generator) for _ in range(2)]
     for number, x in enumerate(cases + random):
         rotate_half.random = number >= len(cases)
         what = (f"x = {x.tolist()}" if x.numel() <= 8
                 else _("x of shape {shape}").format(shape=tuple(x.shape)))
         answer = rotate_half(x)
+        _same_dtype(answer, x, what)  # first: a float32 answer to float64 x is off by 1e-8
         check_answer(answer, implementations.rotate_half(x), atol=0.0, what=what)
-        _same_dtype(answer, x, what)
 
 
 def _interleaved_reference(x, positions, base):
@@ -58,7 +56,7 @@ def _interleaved_reference(x, positions, base):
     return rope.rotate_reference(x.double(), angles.cos(), angles.sin(), "interleaved"), angles
 
 
-@grader("04.2", N_("interleaved RoPE"))
+@grader("04.2", N_("interleaved RoPE"), answer="rope_interleaved")
 def check_rope_interleaved(rope_interleaved: Learner, generator: torch.Generator) -> None:
     """04.2: ``rope_interleaved(x, positions, base) -> like x``, pairs (2i, 2i+1).
 
@@ -81,8 +79,7 @@ def check_rope_interleaved(rope_interleaved: Learner, generator: torch.Generator
         answer = rope_interleaved(x, positions, base)
         expected, angles = _interleaved_reference(x, positions, base)
         pair_length = x.double().unflatten(-1, (-1, 2)).norm(dim=-1)
-        atol = 1e-5 + _FLOAT32_ANGLE_ERROR * angles.abs() * pair_length
-        atol = atol.repeat_interleave(2, dim=-1)
+        atol = rotation_tolerance(angles, pair_length, floor=1e-5).repeat_interleave(2, dim=-1)
         label = (f"x = {x.tolist()}, positions = {positions.tolist()}, base = {base:g}"
                  if x.numel() <= 4 else _("x of shape {shape}, base = {base:g}").format(
                      shape=tuple(x.shape), base=base))
@@ -96,7 +93,8 @@ def check_rope_interleaved(rope_interleaved: Learner, generator: torch.Generator
 
 
 @grader("04.3", N_("the permutation between layouts"),
-        forbidden=("rope_lab.rope.interleaved_to_half", "rope_lab.rope.half_to_interleaved"))
+        forbidden=("rope_lab.rope.interleaved_to_half", "rope_lab.rope.half_to_interleaved"),
+        answer="layout_permutation")
 def check_layout_permutation(layout_permutation: Learner, generator: torch.Generator) -> None:
     """04.3: ``layout_permutation(dim) -> LongTensor p`` with
     ``apply_rope(x, layout="interleaved")[..., p] == apply_rope(x[..., p], layout="half")``.

@@ -92,7 +92,8 @@ def _hint(answer, config, expected) -> str | None:
     return None
 
 
-@grader("10.1", N_("inv_freq from a config.json"), forbidden=FORBIDDEN, preload=PRELOAD)
+@grader("10.1", N_("inv_freq from a config.json"), forbidden=FORBIDDEN, preload=PRELOAD,
+        answer="config_inv_freq")
 def check_config_inv_freq(function: Learner, generator: torch.Generator) -> None:
     """10.1: ``function(config)`` returns the ``(rotary_dim // 2,)`` θ_i of a config dict.
 
@@ -158,7 +159,8 @@ def _factors(generator, pairs):
 
 
 @grader("10.2", N_("LongRoPE's switch"), forbidden=FORBIDDEN + (
-    "rope_lab.scaling.longrope_inv_freq",), preload=PRELOAD)
+    "rope_lab.scaling.longrope_inv_freq",), preload=PRELOAD,
+        answer="longrope_inv_freq")
 def check_longrope_inv_freq(function: Learner, generator: torch.Generator) -> None:
     """10.2: ``function(config, seq_len)`` returns LongRoPE's θ_i for a Phi-3 style config.
 

@@ -12,7 +12,7 @@ def _scaled_dot_reference(q, k):
     return (q * k).sum(-1) / q.shape[-1] ** 0.5
 
 
-@grader("00.1", N_("the scaled dot product"))
+@grader("00.1", N_("the scaled dot product"), answer="scaled_dot")
 def check_scaled_dot(scaled_dot: Learner, generator: torch.Generator) -> None:
     """00.1 — ``scaled_dot(q, k)``: the attention score q·k / √d over the last dimension.
 

@@ -37,7 +37,8 @@ def _speeds(dim, base, kept) -> torch.Tensor:
     return theta
 
 
-@grader("12.1", N_("p-RoPE speeds"), forbidden=("rope_lab.models.p_rope_inv_freq",))
+@grader("12.1", N_("p-RoPE speeds"), forbidden=("rope_lab.models.p_rope_inv_freq",),
+        answer="p_rope_speeds")
 def check_p_rope_speeds(function: Learner, generator: torch.Generator) -> None:
     """12.1: ``function(dim, base, p)`` → ``(dim // 2,)`` speeds: θ_i = base^(−2i/d) for the
     first round(p·d/2) pairs (Python's round: halves to even), 0 for the others."""
@@ -118,7 +119,7 @@ def _random_seeds(generator):
     return a, b
 
 
-@grader("12.2", N_("a verdict from the seed spread"))
+@grader("12.2", N_("a verdict from the seed spread"), answer="seed_verdict")
 def check_seed_verdict(function: Learner, generator: torch.Generator) -> None:
     """12.2: ``function(a, b)`` with one value per seed for each of two schemes → −1 if every
     seed of a lies below every seed of b, +1 if above, 0 if the ranges overlap or touch."""

@@ -45,6 +45,7 @@ import contextlib
 import functools
 import gettext as _gettext
 import os
+import threading
 from pathlib import Path
 
 LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
@@ -57,6 +58,7 @@ _ALIASES = {"en": "en", "en_us": "en", "en_gb": "en", "english": "en",
             "zh": "zh", "zh_cn": "zh", "zh_hans": "zh", "zh_hans_cn": "zh", "chinese": "zh"}
 
 _chosen: str | None = None
+_this_thread = threading.local()  # using_language's choice, per thread
 
 
 def normalize_language(language, name: str = "language") -> str:
@@ -84,18 +86,23 @@ def set_language(language) -> str:
 def using_language(language):
     """Speak ``language`` ("en" or "zh") inside the ``with`` block, then the language chosen
     before again, even after an error (the book writes each edition's pages in its own
-    language, whatever the environment chose)."""
-    global _chosen
-    before = _chosen
-    set_language(language)
+    language, whatever the environment chose). The choice holds for this thread only:
+    ``python -m rope_lab.exercises grade`` grades English and Chinese notebooks side by side.
+    """
+    before = getattr(_this_thread, "language", None)
+    _this_thread.language = normalize_language(language)
     try:
-        yield _chosen
+        yield _this_thread.language
     finally:
-        _chosen = before
+        _this_thread.language = before
 
 
 def get_language() -> str:
-    """The language chosen by :func:`set_language`, else ``ROPE_LAB_LANG``, else "en"."""
+    """The language of :func:`using_language` in this thread, else the one chosen by
+    :func:`set_language`, else ``ROPE_LAB_LANG``, else "en"."""
+    within = getattr(_this_thread, "language", None)
+    if within is not None:
+        return within
     if _chosen is not None:
         return _chosen
     from_environment = os.environ.get(ENVIRONMENT_VARIABLE, "").strip()
