@@ -68,8 +68,9 @@ NOTEBOOKS = (
              "Fifteen published configs (GPT-J to Qwen3-VL) and Gemma 4's defaults, read "
              "offline, checked against transformers."),
     Notebook("11_debugging_rope.ipynb", "Debugging RoPE in real code", 45,
-             "Eight plumbing bugs in transformers' own model code, found, measured and fixed, "
-             "and one suspected bug that is not."),
+             "Eight kinds of bug in the code around the formula, made to happen in "
+             "transformers' own models, measured and fixed (left padding harms GPT-2 and "
+             "dynamic NTK, not plain RoPE), and one suspected bug that is not."),
     Notebook("12_what_2024_2026_changed.ipynb", "What 2024–2026 models changed", 35,
              "p-RoPE, NoPE layers, local/global bases, base 5e5: trained, three seeds, two tasks."),
 )
@@ -96,7 +97,7 @@ if "google.colab" in sys.modules:
 
 # Until the course names where it is published, the cell installs nothing and says so.
 _UNPUBLISHED_CELL = """\
-# On Colab this cell installs the course package; elsewhere it does nothing.
+# Colab only: installs the course package once the course is published; until then it says so.
 import sys
 
 if "google.colab" in sys.modules:
@@ -220,7 +221,8 @@ INSTALL_CELL_TEXTS = {
            "access and that the address opens in a browser."),
         N_("no message")),
     _UNPUBLISHED_CELL: (
-        N_("On Colab this cell installs the course package; elsewhere it does nothing."),
+        N_("Colab only: installs the course package once the course is published; until then "
+           "it says so."),
         N_("This copy of the course names no published repository, so it installs nothing. "
            "Run the course on your machine (README: make lab), or open the notebook from the "
            "Colab link of a published copy.")),

@@ -1073,16 +1073,16 @@ def test_module_constants_are_english_until_shown(chinese):
     from rope_lab import plots
     from rope_lab.plots import what_changed
 
-    label = plots.EXPERIMENT_STYLE["learned"][0]
-    assert label == "learned" and plots.EXPERIMENT_STYLE["rope"][0] == "RoPE"
+    label = plots.EXPERIMENT_STYLE["sinusoidal"][0]
+    assert label == "sinusoidal" and plots.EXPERIMENT_STYLE["rope"][0] == "RoPE"
     # padded in monospace columns (a CJK character takes two), so printed tables line up
-    assert f"{label:8s}|" == "可学习  |" and str(label) == "可学习" == f"{label}"
-    assert repr(label) == "'learned'" and label + "!" == "learned!"
+    assert f"{label:8s}|" == "正弦    |" and str(label) == "正弦" == f"{label}"
+    assert repr(label) == "'sinusoidal'" and label + "!" == "sinusoidal!"
     assert what_changed.STYLE["learned"][0] == "learned"
     assert plots.style.ROLE_MEANINGS["rope"] == "RoPE: the rotation and what it turns"
     assert i18n.gettext("") == ""  # never the catalog's header
     i18n._chosen = None
-    assert f"{label:10s}|" == "learned   |"
+    assert f"{label:12s}|" == "sinusoidal  |"
 
 
 def test_every_marked_data_text_is_in_the_package_catalog():

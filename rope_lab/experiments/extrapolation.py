@@ -276,6 +276,10 @@ def directions(results: dict) -> dict[str, bool]:
     longer = [k for k in sorted(loss["rope"]) if k > 1]
     longest = longer[-1]
     rope = [v for v in loss if v.startswith("rope")]
+
+    def share(variant, k):  # the part of RoPE's rise from 1× to k× that a scaling removes
+        return (loss["rope"][k] - loss[variant][k]) / (loss["rope"][k] - loss["rope"][1])
+
     return {
         "RoPE's loss at the longest length is more than 10× its loss at 1×":
             loss["rope"][longest] > 10 * loss["rope"][1],
@@ -286,6 +290,10 @@ def directions(results: dict) -> dict[str, bool]:
             < loss["rope+ntk"][longest] < loss["rope"][longest],
         "YaRN is the best RoPE variant at every longer length":
             all(loss["rope+yarn"][k] == min(loss[v][k] for v in rope) for k in longer),
+        "at 4× and 8×: dynamic NTK, YaRN remove most of RoPE's rise; NTK half":
+            all(share(v, k) > 0.75 for v in ("rope+dynamic", "rope+yarn") for k in (4, 8)
+                if k in loss["rope"])
+            and all(0.3 < share("rope+ntk", k) < 0.6 for k in (4, 8) if k in loss["rope"]),
         "at 2×, static and dynamic NTK are worse than plain RoPE":
             loss["rope"][2] < min(loss["rope+ntk"][2], loss["rope+dynamic"][2]),
         "ALiBi's loss at every longer length is below its loss at 1×":

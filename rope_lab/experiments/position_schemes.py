@@ -19,8 +19,10 @@ The two tasks:
   exceeds L/2, so a model may solve it from the first L positions alone.
 - **retrieval** (:func:`retrieval_batch`): ``n_pairs`` key–value pairs are planted at random
   depths in a haystack of filler tokens; at the end each key is asked once and the value that
-  followed it must be recalled. A needle at depth 7L must be found 7L tokens back: this task
-  needs the positions past L. Accuracy is reported by test length and by needle depth.
+  followed it must be recalled. A needle's depth is where it sits, from the start of the input
+  (0) to its end (1): in an input of length 8L a needle near the start must be found about 8L
+  tokens back, so this task needs the positions past L. Accuracy is reported by test length
+  and by needle depth.
 
 The ablations (:data:`ABLATIONS`) test the mechanisms notebook 06 states: attention limited to
 offsets < L (RoPE, ALiBi), PI's squeezed step at the training length, and a learned table with
@@ -62,6 +64,7 @@ import torch.nn.functional as F  # noqa: N812 — the usual name
 from rope_lab import _atomic, scaling, timing
 from rope_lab.experiments import _checks, _files
 from rope_lab.experiments.extrapolation import periodic_batch, token_losses
+from rope_lab.experiments.names import variant_name
 from rope_lab.i18n import _
 from rope_lab.models import TinyTransformer
 
@@ -762,7 +765,8 @@ class Comparison(str):
 def compare(results: dict, a: str, b: str, task: str, metric: str, multiple) -> Comparison:
     """A sentence from the seed spread: "a < b", "a > b" when every seed of one lies beyond
     every seed of the other, else "no difference within the seed spread"; its ``relation``
-    is "<", ">" or None (:class:`Comparison`)."""
+    is "<", ">" or None (:class:`Comparison`). The sentence names the variants as a reader
+    knows them (:func:`rope_lab.experiments.names.variant_name`), not by their keys."""
     first, second = (seed_values(results, v, task, metric, multiple) for v in (a, b))
     if max(first) < min(second):
         relation = "<"
@@ -770,10 +774,12 @@ def compare(results: dict, a: str, b: str, task: str, metric: str, multiple) -> 
         relation = ">"
     else:
         return Comparison(_("{a} vs {b}: no difference within the seed spread ({first} vs "
-                            "{second})").format(a=a, b=b, first=_span(first),
-                                                second=_span(second)), None)
+                            "{second})").format(a=variant_name(a), b=variant_name(b),
+                                                first=_span(first), second=_span(second)),
+                          None)
     return Comparison(_("{a} {relation} {b} for every seed ({first} vs {second})").format(
-        a=a, relation=relation, b=b, first=_span(first), second=_span(second)), relation)
+        a=variant_name(a), relation=relation, b=variant_name(b), first=_span(first),
+        second=_span(second)), relation)
 
 
 def _span(values) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rope_lab.i18n import N_
+from rope_lab.i18n import N_, get_language
 from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
     SEQUENTIAL_CMAP,
@@ -19,8 +19,9 @@ def attention_weights(weights, labels, titles, *, suptitle: str = N_("Attention 
 
     Args:
         weights: list of ``(seq, seq)`` tensors (row = query, column = key).
-        labels: list of token lists, one per heatmap (Latin script: the course fonts have
-            no CJK glyphs, so Chinese examples pass pinyin).
+        labels: list of token lists, one per heatmap. A Chinese character of the course's
+            examples (:data:`PINYIN`) is written with its pinyin below it in the English
+            edition, and alone in the Chinese one (the course's CJK font draws both).
         titles: one title per heatmap.
         causal: the weights come from a causal mask: the cells above the diagonal (a key
             after its query) are not weights at all, so they are drawn hatched grey with no
@@ -56,8 +57,9 @@ def attention_weights(weights, labels, titles, *, suptitle: str = N_("Attention 
             ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=12,
                     color="white" if value < 0.6 else "black")
         ticks = range(len(tokens))
-        ax.set_xticks(ticks, tokens)
-        ax.set_yticks(ticks, tokens)
+        names = [_token_label(token) for token in tokens]
+        ax.set_xticks(ticks, names)
+        ax.set_yticks(ticks, names)
         ax.grid(False)
         ax.set(title=_(title), xlabel=_("key"), ylabel=_("query"))
     figure.colorbar(image, ax=axes, shrink=0.8, label=_("weight"))
@@ -65,6 +67,17 @@ def attention_weights(weights, labels, titles, *, suptitle: str = N_("Attention 
     figure.suptitle(_(suptitle) + (_("\n(hatched: masked, a key after its query)")
                                    if causal else ""))
     return figure
+
+
+# The characters of notebook 01's sentences (我爱你, 求关注) and their pinyin: an English reader
+# gets the sound with the character, a Chinese reader the character alone.
+PINYIN = {"我": "wǒ", "爱": "ài", "你": "nǐ", "求": "qiú", "关": "guān", "注": "zhù"}
+
+
+def _token_label(token: str) -> str:
+    if token in PINYIN and get_language() == "en":
+        return f"{token}\n{PINYIN[token]}"
+    return token
 
 
 def _cells(matrix):

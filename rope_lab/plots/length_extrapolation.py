@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rope_lab.experiments.names import NAMES as VARIANT_NAMES
+from rope_lab.experiments.names import SHORT_NAMES
 from rope_lab.i18n import N_, lazy_gettext
 from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
@@ -278,23 +280,22 @@ def interpolation_vs_extrapolation(coefficients, dim: int = 128, base: float = 1
 
 # variant in the experiment JSON → (label, colour, line style): the colour says the family
 # (added vectors, RoPE, RoPE stretched, a bias, nothing), the style tells a family apart.
-# The labels are lazy texts (rope_lab.i18n.LazyText): English to the code, printed in the
-# course's language (notebook 06 prints them in a table).
-EXPERIMENT_STYLE = {
-    "none": (lazy_gettext("no position (NoPE)"), role("context"), "-"),
-    "learned": (lazy_gettext("learned"), role("absolute"), "-"),
-    "sinusoidal": (lazy_gettext("sinusoidal"), role("absolute"), "--"),
-    "alibi": (lazy_gettext("ALiBi"), role("bias"), "-"),
-    "rope": (lazy_gettext("RoPE"), role("rope"), "-"),
-    "rope+linear": (lazy_gettext("RoPE + PI (zero-shot)"), role("scaled"),
-                    SCALING_STYLES["linear"]),
-    "rope+ntk": (lazy_gettext("RoPE + NTK"), role("scaled"), SCALING_STYLES["ntk"]),
-    "rope+dynamic": (lazy_gettext("RoPE + dynamic NTK"), role("scaled"),
-                     SCALING_STYLES["dynamic"]),
-    "rope+yarn": (lazy_gettext("RoPE + YaRN"), role("scaled"), SCALING_STYLES["yarn"]),
+# The labels are the experiments' names (rope_lab.experiments.names) as lazy texts
+# (rope_lab.i18n.LazyText): English to the code, printed in the course's language (notebook
+# 06 prints them in a table).
+_LOOKS = {
+    "none": (role("context"), "-"),
+    "learned": (role("absolute"), "-"),
+    "sinusoidal": (role("absolute"), "--"),
+    "alibi": (role("bias"), "-"),
+    "rope": (role("rope"), "-"),
+    "rope+linear": (role("scaled"), SCALING_STYLES["linear"]),
+    "rope+ntk": (role("scaled"), SCALING_STYLES["ntk"]),
+    "rope+dynamic": (role("scaled"), SCALING_STYLES["dynamic"]),
+    "rope+yarn": (role("scaled"), SCALING_STYLES["yarn"]),
 }
-# the shorter labels at the lines' ends, made from those above by dropping words
-_SHORT_LABELS = (N_("RoPE + PI"), N_("+ dynamic NTK"))
+EXPERIMENT_STYLE = {variant: (lazy_gettext(VARIANT_NAMES[variant]), *look)
+                    for variant, look in _LOOKS.items()}
 # the two families the loss figure draws side by side
 _ENCODINGS = ("none", "learned", "sinusoidal", "alibi", "rope")
 _STRETCHED = ("rope", "rope+linear", "rope+ntk", "rope+dynamic", "rope+yarn")
@@ -343,8 +344,8 @@ def extrapolation_losses(results: dict, variants=None):
             losses = [results["loss"][variant][str(k)] for k in multiples]
             panel.plot(multiples, losses, linestyle=style, marker="o", color=colour,
                        linewidth=2.4, markersize=6)
-            ends[label.replace(" (zero-shot)", "").replace("RoPE + ", "+ ")] = (
-                multiples[-1], losses[-1], colour)
+            # the short name: the panel's title says the family ("RoPE stretched, zero-shot")
+            ends[SHORT_NAMES.get(variant, variant)] = (multiples[-1], losses[-1], colour)
         panel.axhline(results["guess_loss"], color=role("context"), linewidth=1, ls=":")
         panel.set_xscale("log", base=2)
         panel.set_xticks(multiples, [f"{k}×" for k in multiples])
@@ -372,7 +373,7 @@ def extrapolation_by_position(results: dict, variants=None):
     for variant in variants or results["loss"]:
         label, colour, style = _style(variant)
         axes.plot(centres, curves[variant], linestyle=style, color=colour, linewidth=2.4)
-        ends[label.replace(" (zero-shot)", "")] = (centres[-1], curves[variant][-1], colour)
+        ends[VARIANT_NAMES.get(variant, variant)] = (centres[-1], curves[variant][-1], colour)
     length = results["config"]["train_length"]
     axes.axvline(length, color=role("context"), linestyle="--", linewidth=1.2)
     axes.annotate(_("training length"), (length, 0.97), xycoords=("data", "axes fraction"),

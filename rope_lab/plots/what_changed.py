@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rope_lab.experiments.names import NAMES as VARIANT_NAMES
+from rope_lab.experiments.names import SHORT_NAMES
 from rope_lab.i18n import N_
 from rope_lab.i18n import figure_text as _
 from rope_lab.plots.style import (
@@ -19,7 +21,6 @@ from rope_lab.plots.style import (
     course_style,
     log_ticks,
     new_figure,
-    number,
     one_two_five,
     readable,
     shades,
@@ -34,7 +35,7 @@ PANELS = {
     N_("2021–2023 encodings"): ("none", "learned", "sinusoidal", "alibi", "rope"),
     N_("RoPE + zero-shot scaling"): ("rope", "rope+linear", "rope+ntk", "rope+dynamic",
                                      "rope+yarn"),
-    f"base {number(1e4)} → {number(5e5)}": ("rope", "rope-5e5"),  # "base" stays base in 中文
+    "base 1e4 → 5e5": ("rope", "rope-5e5"),  # as the notebook writes bases; base stays base
     N_("p-RoPE (Gemma 4)"): ("rope", "p-rope-0.75", "p-rope-0.25"),
     N_("rotate less (NeoX, Llama 4)"): ("rope", "partial-25", "nope-hybrid"),
     N_("local/global (Gemma 3)"): ("rope", "local-global", "local-global-1e4"),
@@ -44,32 +45,29 @@ _DARK, _LIGHT = shades("rope", 2)  # RoPE variants: darker and lighter than RoPE
 # variant → (direct label, colour, line style). Colours keep the course's meanings
 # (plots.style.ROLE_COLOURS): RoPE blue, added positions orange, ALiBi purple, scaled RoPE
 # green, no position grey; items of one role differ by line style and their label. The
-# labels (and the names below) are English; the figures show them in the course's language.
-STYLE = {
-    "none": ("NoPE", ROLE_COLOURS["context"], "-"),
-    "learned": (N_("learned"), ROLE_COLOURS["absolute"], "-"),
-    "sinusoidal": (N_("sinusoidal"), ROLE_COLOURS["absolute"], "--"),
-    "alibi": ("ALiBi", ROLE_COLOURS["bias"], "-"),
-    "rope": ("RoPE", ROLE_COLOURS["rope"], "-"),
-    "rope+linear": ("PI", ROLE_COLOURS["scaled"], ":"),
-    "rope+ntk": ("NTK", ROLE_COLOURS["scaled"], "--"),
-    "rope+dynamic": (N_("dyn. NTK"), ROLE_COLOURS["scaled"], "-."),
-    "rope+yarn": ("YaRN", ROLE_COLOURS["scaled"], "-"),
-    "rope-5e5": (number(5e5), _DARK, "--"),
-    "p-rope-0.75": ("p = 0.75", _DARK, "--"),
-    "p-rope-0.25": ("p = 0.25", _LIGHT, "-."),
-    "partial-25": (N_("25 % turn"), _DARK, "--"),
-    "nope-hybrid": (N_("NoPE layer"), _LIGHT, "-."),
-    "local-global": (N_("global 10⁶"), _DARK, "--"),
-    "local-global-1e4": (N_("global 10⁴"), _LIGHT, "-."),
+# labels are the experiments' short names (rope_lab.experiments.names, English); the
+# figures show them in the course's language.
+_COLOURS = {
+    "none": (ROLE_COLOURS["context"], "-"),
+    "learned": (ROLE_COLOURS["absolute"], "-"),
+    "sinusoidal": (ROLE_COLOURS["absolute"], "--"),
+    "alibi": (ROLE_COLOURS["bias"], "-"),
+    "rope": (ROLE_COLOURS["rope"], "-"),
+    "rope+linear": (ROLE_COLOURS["scaled"], ":"),
+    "rope+ntk": (ROLE_COLOURS["scaled"], "--"),
+    "rope+dynamic": (ROLE_COLOURS["scaled"], "-."),
+    "rope+yarn": (ROLE_COLOURS["scaled"], "-"),
+    "rope-5e5": (_DARK, "--"),
+    "p-rope-0.75": (_DARK, "--"),
+    "p-rope-0.25": (_LIGHT, "-."),
+    "partial-25": (_DARK, "--"),
+    "nope-hybrid": (_LIGHT, "-."),
+    "local-global": (_DARK, "--"),
+    "local-global-1e4": (_LIGHT, "-."),
 }
-# variant → its full name, for titles
-NAMES = {"none": "NoPE", "learned": N_("learned"), "sinusoidal": N_("sinusoidal"),
-         "alibi": "ALiBi", "rope": f"RoPE, base {number(1e4)}",
-         "rope-5e5": f"RoPE, base {number(5e5)}", "p-rope-0.75": "p-RoPE 0.75",
-         "p-rope-0.25": "p-RoPE 0.25", "partial-25": N_("partial rotary 25 %"),
-         "nope-hybrid": N_("RoPE + NoPE layer"), "local-global": N_("local/global"),
-         "local-global-1e4": N_("local/global, one base")}
+STYLE = {variant: (SHORT_NAMES[variant], *look) for variant, look in _COLOURS.items()}
+# variant → its full name, for titles (the one table of names: rope_lab.experiments.names)
+NAMES = VARIANT_NAMES
 
 
 def _owner(results, variant):
