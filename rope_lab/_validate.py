@@ -100,6 +100,15 @@ def check_finite_number(value, name: str) -> float:
     return float(value)
 
 
+def check_positive_number(value, name: str) -> float:
+    """A finite number greater than zero (a scale factor)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {value!r} of type {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number greater than 0, got {value}")
+    return float(value)
+
+
 def check_int(value, name: str) -> int:
     """Any int (a position may be 0 or negative), never a bool or a float."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -289,31 +298,39 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
     return tensor
 
 
-def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size) -> None:
+def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size, *,
+                          name: str = "positions", width: int | None = None) -> None:
     """positions: one per token, ``(seq,)`` or a full ``x.shape[:-1]``-shaped broadcast.
 
     Plain broadcasting would accept two shapes that are almost always mistakes and give a
     silently wrong answer: a single position for many tokens, and Hugging Face-style
     ``(batch, seq)`` positions against ``(batch, heads, seq, dim)`` queries, which align with
-    the *heads* dimension when batch == heads.
+    the *heads* dimension when batch == heads. The same rule holds for the leading dims of a
+    cos/sin table (``name="cos"``, ``width``: its last dim, shown in the messages).
     """
     shape = positions.shape
     if (shape, batch_shape) in _shapes_that_broadcast:
         return
     seq = batch_shape[-1]
+    tail = () if width is None else (width,)
+    shown = tuple(shape) + tail
+    unit = "position" if width is None else "row"
     if positions.ndim == 0 or positions.shape[-1] != seq:
-        got = "a single position" if positions.ndim == 0 else f"{positions.shape[-1]} positions"
+        got = f"a single {unit}" if positions.ndim == 0 else f"{positions.shape[-1]} {unit}s"
         raise ValueError(
-            f"positions of shape {tuple(positions.shape)} give {got} for {seq} tokens; "
-            f"expected one position per token: shape ({seq},) or one that broadcasts to "
-            f"x.shape[:-1] = {tuple(batch_shape)}"
+            f"{name} of shape {shown} give {got} for {seq} tokens; expected one {unit} per "
+            f"token: shape {(seq, *tail)} or one that broadcasts to x.shape[:-1] = "
+            f"{tuple(batch_shape)}{'' if width is None else ' (plus the last dim)'}"
         )
     if 1 < positions.ndim < len(batch_shape):
-        example = "positions[:, None, :]" if len(batch_shape) == 3 else "positions[..., None, :]"
+        index = ":, None, :" if len(batch_shape) == 3 else "..., None, :"
+        if width is not None:
+            index += ", :"
         raise ValueError(
-            f"positions of shape {tuple(positions.shape)} are ambiguous for x.shape[:-1] = "
-            f"{tuple(batch_shape)}: give them {len(batch_shape)} dimensions (for (batch, seq) "
-            f"positions and (batch, heads, seq, dim) x use {example}) or shape ({seq},)"
+            f"{name} of shape {shown} are ambiguous for x.shape[:-1] = "
+            f"{tuple(batch_shape)}: give them {len(batch_shape) + len(tail)} dimensions (for "
+            f"(batch, seq{', r' * len(tail)}) {name} and (batch, heads, seq, dim) x use "
+            f"{name}[{index}]) or shape {(seq, *tail)}"
         )
     # Shape arithmetic by hand (torch.broadcast_shapes costs more than the rotation of a
     # decode step): every dim of positions, aligned from the right, is 1 or x's.
@@ -321,9 +338,9 @@ def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size) -> N
     if offset < 0 or any(size not in (1, batch_shape[offset + k])
                          for k, size in enumerate(positions.shape)):
         raise ValueError(
-            f"positions of shape {tuple(positions.shape)} do not broadcast to x.shape[:-1] = "
-            f"{tuple(batch_shape)}; expected a shape like ({seq},) or one that "
-            f"broadcasts to {tuple(batch_shape)}"
+            f"{name} of shape {shown} do not broadcast to x.shape[:-1] = "
+            f"{tuple(batch_shape)}{'' if width is None else ' (plus the last dim)'}; "
+            f"expected a shape like {(seq, *tail)} or one that broadcasts to it"
         )
     if len(_shapes_that_broadcast) >= 256:
         _shapes_that_broadcast.clear()
@@ -348,8 +365,11 @@ def check_inv_freq(inv_freq, expected_len: int) -> torch.Tensor:
             f"inv_freq must be float32 or float64 (16-bit frequencies put whole radians of "
             f"error into m·θ_i at long positions), got dtype {inv_freq.dtype}"
         )
-    if _needs_finite_check(inv_freq) and not bool(torch.isfinite(inv_freq).all()):
-        raise ValueError("inv_freq must all be finite, found a non-finite value")
+    if _needs_finite_check(inv_freq):
+        if not bool(torch.isfinite(inv_freq).all()):
+            bad = inv_freq[~torch.isfinite(inv_freq)][0].item()
+            raise ValueError(f"inv_freq must all be finite, found {bad}")
+        _remember_finite(inv_freq)
     return inv_freq
 
 
@@ -365,16 +385,63 @@ def _needs_finite_check(inv_freq: torch.Tensor) -> bool:
     if inv_freq.is_inference():  # no version counter: check every time
         return True
     entry = _finite_frequencies.get(id(inv_freq))
-    if entry is not None and entry[0]() is inv_freq and entry[1] == inv_freq._version:
-        return False
+    return not (entry is not None and entry[0]() is inv_freq
+                and entry[1] == inv_freq._version)
+
+
+def _remember_finite(inv_freq: torch.Tensor) -> None:
+    """Record a tensor that passed the check (only then: one that failed must fail again)."""
+    if inv_freq.is_inference():
+        return
     if len(_finite_frequencies) >= 64:
         _finite_frequencies.clear()
     key = id(inv_freq)
-    # Recorded before the check; a failed check raises, and the caller never proceeds.
     _finite_frequencies[key] = (
         weakref.ref(inv_freq, lambda _, key=key: _finite_frequencies.pop(key, None)),
         inv_freq._version)
-    return True
+
+
+def check_tables(cos, sin, x: torch.Tensor, rotary_dim: int, layout: str) -> bool:
+    """cos and sin tables for x: True when they are transformers' duplicated ``(..., seq, r)``
+    (one value per feature), False for ``(..., seq, r/2)`` (one value per pair); r is
+    rotary_dim. Their leading dims follow the positions' rule (:func:`check_positions_shape`).
+    A duplicated table whose two copies of a pair's value differ (the other layout's pairing,
+    or not a duplicated table at all) is refused where its values can be read for free (a
+    CPU tensor)."""
+    for name, table in (("cos", cos), ("sin", sin)):
+        if table is None:
+            raise ValueError(f"pass both cos and sin tables, got only "
+                             f"{'sin' if name == 'cos' else 'cos'}")
+        check_float_tensor(table, name)
+    conventions = (f"expected transformers' (..., seq, {rotary_dim}) (one value per feature, "
+                   f"duplicated) or (..., seq, {rotary_dim // 2}) (one value per pair, as "
+                   f"flash-attention and vLLM) for rotary_dim = {rotary_dim}")
+    if cos.shape != sin.shape or cos.dtype != sin.dtype:
+        raise ValueError(f"cos and sin must have the same shape and dtype, got cos "
+                         f"{tuple(cos.shape)} {cos.dtype} and sin {tuple(sin.shape)} "
+                         f"{sin.dtype}; {conventions}")
+    if cos.ndim < 2 or cos.shape[-1] not in (rotary_dim, rotary_dim // 2):
+        raise ValueError(f"cos and sin of shape {tuple(cos.shape)} fit neither table "
+                         f"convention: {conventions} (a partial rotary table needs rotary_dim)")
+    if cos.device != x.device and x.device.type != "meta":
+        raise ValueError(f"cos and sin must be on x's device {x.device}, got {cos.device}")
+    check_has_data(cos, "cos")
+    duplicated = cos.shape[-1] == rotary_dim
+    check_positions_shape(cos[..., 0], x.shape[:-1], name="cos", width=cos.shape[-1])
+    if duplicated and cos.is_cpu and values_readable(cos):
+        half = rotary_dim // 2
+        for name, table in (("cos", cos), ("sin", sin)):
+            first, second = ((table[..., :half], table[..., half:]) if layout == "half"
+                             else (table[..., 0::2], table[..., 1::2]))
+            if not torch.equal(first, second):
+                pairing = ("cat((c, c), -1)" if layout == "half"
+                           else "c.repeat_interleave(2, -1)")
+                raise ValueError(
+                    f"{name} of shape {tuple(table.shape)} reads as transformers' duplicated "
+                    f"table (last dim {rotary_dim} = rotary_dim), but its two copies of each "
+                    f"pair's value differ: for layout={layout!r} they are {pairing}; "
+                    f"{conventions}")
+    return duplicated
 
 
 def check_angle_dtype(dtype, name: str = "dtype") -> torch.dtype:

@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 import rope_lab as rl
-from rope_lab import _ckernel, fast, rope
+from rope_lab import _angles, _ckernel, _eager, fast, rope
 from rope_lab.i18n import N_, LazyText, lazy_gettext, using_language
 from rope_lab.i18n import gettext as _
 from rope_lab.timing import paired_ratios, provenance, quartiles, time_in_turns, time_round_robin
@@ -103,7 +103,7 @@ def hf_tables(seq: int, dim: int, *, device, dtype=torch.float32):
 def implementations(x: torch.Tensor, layout: str, *, compile_baseline: bool = False) -> dict:
     """name → zero-argument callable rotating x (or copying it, for "clone")."""
     seq, dim = x.shape[-2], x.shape[-1]
-    cos, sin = rope._cached_cos_sin(seq, dim, rope.DEFAULT_BASE, x.device, torch.float32)
+    cos, sin = _angles.cached_cos_sin(seq, dim, rope.DEFAULT_BASE, x.device, torch.float32)
     hf_cos, hf_sin = hf_tables(seq, dim, device=x.device, dtype=x.dtype)
     scratch, buffer = x.clone(), torch.empty_like(x)
     # Position ids as a model passes them: one tensor of integers per call (here 0 … seq−1,
@@ -189,9 +189,9 @@ def _default_path_name(x, layout, *, ids: bool = False) -> str:
         return NOTE_TRITON_IDS if ids else NOTE_TRITON
     if backend in ("complex", "reference"):
         return {"complex": NOTE_COMPLEX, "reference": NOTE_REFERENCE}[backend]
-    if not fast._blocking_pays(x):
+    if not _eager.blocking_pays(x):
         return NOTE_EAGER_WHOLE
-    return NOTE_EAGER_BLOCKS.format(mebibytes=fast._block_bytes() >> 20)
+    return NOTE_EAGER_BLOCKS.format(mebibytes=_eager.block_bytes() >> 20)
 
 
 # A row's note, English in the results and the JSON a run writes (code and committed runs read
@@ -292,7 +292,7 @@ def sweep(
 
 
 def _reference(x, layout):
-    cos, sin = rope._cached_cos_sin(x.shape[-2], x.shape[-1], rope.DEFAULT_BASE, x.device,
+    cos, sin = _angles.cached_cos_sin(x.shape[-2], x.shape[-1], rope.DEFAULT_BASE, x.device,
                                     torch.float32)
     return rope.rotate_reference(x, cos, sin, layout)
 

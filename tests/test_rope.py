@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rope_lab as rl
-from rope_lab import _ckernel, rope
+from rope_lab import _angles, _ckernel, rope
 
 settings.register_profile("rope_lab", max_examples=40, deadline=None)
 settings.load_profile("rope_lab")
@@ -297,7 +297,7 @@ def test_rotary_embedding_does_not_cache_one_far_position():
     out, _ = module(q, q, torch.tensor([1_000_000]))
     assert module.cos_cached.shape[0] < 1_000_000
     torch.testing.assert_close(out, rl.apply_rope(q, torch.tensor([1_000_000])))
-    long_q = torch.randn(1, 300, 8)  # default positions: the cache grows to the length
+    long_q = torch.randn(32, 300, 8)  # default positions: the cache grows to the length
     torch.testing.assert_close(module(long_q, long_q)[0], rl.apply_rope(long_q))
     assert module.cos_cached.shape[0] == 300
 
@@ -347,15 +347,80 @@ def test_integer_positions_past_2_to_the_24_are_exact(backend):
 
 
 def test_below_2_to_the_24_the_angles_are_transformers_float32_product():
-    """Bit for bit: cos and sin of float32(m)·θ_i in float32, as transformers computes them."""
+    """Bit for bit: the angle is float32(m)·θ_i in float32, as transformers computes it, and
+    its cos and sin are the float32 nearest to the exact values (checked against Python's
+    math.cos and math.sin of the same angle, rounded once)."""
     positions = torch.cat((torch.arange(5000), torch.tensor([2**24 - 1, -77, 1_000_003])))
     theta = rl.inv_freq(128, 5e5)
-    cos, sin = rope._cos_sin_table(positions, theta)
+    cos, sin = _angles.cos_sin_table(positions, theta)
     angles = positions.float()[:, None] * theta
-    assert torch.equal(cos, angles.cos()) and torch.equal(sin, angles.sin())
+    sample = torch.randperm(angles.numel(), generator=torch.Generator().manual_seed(0))[:20000]
+    picked = angles.flatten()[sample].tolist()
+    assert torch.equal(cos.flatten()[sample], torch.tensor([math.cos(a) for a in picked]))
+    assert torch.equal(sin.flatten()[sample], torch.tensor([math.sin(a) for a in picked]))
     x = torch.randn(len(positions), 128)
     assert torch.equal(rl.apply_rope(x, positions, base=5e5, backend="reference"),
-                       rope.rotate_reference(x, angles.cos(), angles.sin(), "half"))
+                       rope.rotate_reference(x, cos, sin, "half"))
+    assert torch.equal(rl.apply_rope(x, positions, base=5e5), rope.rotate_reference(x, cos, sin,
+                                                                                   "half"))
+
+
+def test_pytorch_float32_cos_is_off_by_an_ulp_about_once_in_twenty():
+    """The docstring's "about 5 %": torch's float32 cos and sin (transformers' tables)
+    against the correctly rounded ones rope_lab uses, over 4096 positions, d = 128."""
+    angles = torch.arange(4096).float()[:, None] * rl.inv_freq(128)
+    cos, sin = _angles.cos_sin_of(angles, torch.float32)
+    differ = torch.cat(((angles.cos() != cos).flatten(), (angles.sin() != sin).flatten()))
+    assert 0.02 < differ.double().mean() < 0.08, float(differ.double().mean())
+    ulp = torch.finfo(torch.float32).eps
+    assert (angles.cos() - cos).abs().max() <= ulp
+
+
+def test_theta_is_correctly_rounded_and_transformers_differs_as_documented():
+    """apply_rope's docstring: transformers' float32 θ_i differs from rope_lab's in 19 of 64
+    pairs at base 10⁴, d = 128, by one unit in the last place each, and cos/sin over
+    positions 0 … 8191 by up to 2.4e-4. rope_lab's θ_i is the float32 nearest to the exact
+    value (Python's float arithmetic, rounded once)."""
+    exact = torch.tensor([10000.0 ** (-i / 64) for i in range(64)], dtype=torch.float64)
+    ours = rl.inv_freq(128)
+    assert torch.equal(ours, exact.float())
+    theirs = 1.0 / (10000.0 ** (torch.arange(0, 128, 2, dtype=torch.int64).float() / 128))
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama import modeling_llama
+
+    from rope_lab.hf import tiny
+
+    config = transformers.LlamaConfig(hidden_size=128, num_attention_heads=1, head_dim=128,
+                                      **tiny.rope_config_kwargs(10000.0))
+    hf_theta = modeling_llama.LlamaRotaryEmbedding(config=config).inv_freq
+    assert torch.equal(hf_theta, theirs)  # the formula above is transformers' own
+    differ = ours != hf_theta
+    assert int(differ.sum()) == 19
+    one_ulp = torch.nextafter(ours, hf_theta) == hf_theta
+    assert one_ulp[differ].all()
+    assert float(((hf_theta.double() - ours.double()).abs() / ours.double()).max()) < 1.2e-7
+    angles = torch.arange(8192).float()[:, None]
+    gap = ((angles * hf_theta).cos() - (angles * ours).cos()).abs().max()
+    assert 2.3e-4 < float(gap) <= 2.45e-4
+
+
+def test_float64_positions_with_float32_x_are_the_float64_rotation_rounded_once():
+    """The Returns line of apply_rope: with float64 positions the angles, cos, sin and the
+    rotation are float64, and a float32 x gets that result rounded once (it used to round
+    cos and sin to float32 first: 39 % of outputs differed)."""
+    x = torch.randn(3, 257, 64)
+    positions = torch.linspace(0, 3000, 257, dtype=torch.float64)
+    for layout in ("half", "interleaved"):
+        expected = rl.apply_rope(x.double(), positions, layout=layout).float()
+        for backend in ("auto", "reference", "eager"):
+            got = rl.apply_rope(x, positions, layout=layout, backend=backend)
+            assert got.dtype == torch.float32 and torch.equal(got, expected), backend
+    # and that rotation is the float64 formula written out independently
+    angles = positions[:, None] * rl.inv_freq(64, dtype=torch.float64)
+    a, b = x.double().chunk(2, -1)
+    by_hand = torch.cat((a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()),
+                        -1)
+    torch.testing.assert_close(rl.apply_rope(x.double(), positions), by_hand, rtol=0, atol=1e-12)
 
 
 def test_float64_positions_or_frequencies_give_float64_theta():
@@ -409,9 +474,9 @@ def test_integer_positions_are_never_read_on_the_host(layout, backend, monkeypat
     off here, as on a GPU, and checked for equal results below)."""
     big = torch.arange(5) + 2**24 - 2
     theta = rl.inv_freq(16)
-    with_shortcut = [rope._cos_sin_table(p, theta) for p in (torch.arange(5), big)]
-    monkeypatch.setattr(rope, "_any_past_float32_limit", lambda positions: True)
-    without = [rope._cos_sin_table(p, theta) for p in (torch.arange(5), big)]
+    with_shortcut = [_angles.cos_sin_table(p, theta) for p in (torch.arange(5), big)]
+    monkeypatch.setattr(_angles, "any_past_float32_limit", lambda positions: True)
+    without = [_angles.cos_sin_table(p, theta) for p in (torch.arange(5), big)]
     for (cos, sin), (cos_, sin_) in zip(with_shortcut, without, strict=True):
         assert torch.equal(cos, cos_) and torch.equal(sin, sin_)
     x = torch.randn(2, 3, 5, 16)

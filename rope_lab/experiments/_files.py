@@ -35,7 +35,7 @@ PACKAGE = Path(__file__).resolve().parents[1]  # the rope_lab folder
 # Sources that describe a result without changing it (provenance, writing files).
 NOT_NUMERIC = frozenset({"timing.py", "experiments/_files.py"})
 # Files a module compiles or reads at run time, beside its own source.
-COMPILED_WITH = {"_ckernel.py": ("kernels/rope_half.c",)}
+COMPILED_WITH = {"_ckernel.py": ("kernels/rope.c",)}
 LOCK_SECONDS = 60.0
 
 
