@@ -163,18 +163,16 @@ def pair_tables(cos: torch.Tensor, sin: torch.Tensor, layout: str,
     """Tables in the one-value-per-pair convention ``(..., seq, r/2)``, float32 or float64.
 
     duplicated: the tables are transformers' ``(..., seq, r)``, one value per feature in
-    the layout's pairing; each pair's value is read from its first feature (a view, no copy,
-    for "half"). 16-bit tables are widened to float32 (exactly: the rotation is then computed
-    in float32 and rounded once)."""
+    the layout's pairing; each pair's value is read from its first feature (a view for
+    "half"; a copy with unit stride, which the kernels need, for "interleaved"). 16-bit
+    tables are widened to float32 (exactly: the rotation is then computed in float32 and
+    rounded once). cos and sin have one shape and dtype (checked by the caller)."""
     if duplicated:
         half = cos.shape[-1] // 2
         if layout == "half":
             cos, sin = cos[..., :half], sin[..., :half]
         else:
-            cos, sin = cos[..., 0::2], sin[..., 0::2]
+            cos, sin = cos[..., 0::2].contiguous(), sin[..., 0::2].contiguous()
     if cos.dtype not in (torch.float32, torch.float64):
         cos, sin = cos.float(), sin.float()
-    if sin.dtype != cos.dtype:
-        wide = torch.promote_types(cos.dtype, sin.dtype)
-        cos, sin = cos.to(wide), sin.to(wide)
     return cos, sin

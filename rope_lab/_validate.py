@@ -352,7 +352,11 @@ def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size, *,
 _shapes_that_broadcast: set = set()
 
 
-def check_inv_freq(inv_freq, expected_len: int) -> torch.Tensor:
+def check_inv_freq(inv_freq, expected_len: int, *, recheck: bool = False) -> torch.Tensor:
+    """A float32/float64 ``(expected_len,)`` tensor of finite values. The values are read once
+    per tensor and version (a model passes the same buffer on every call; on a GPU a read is
+    a device sync); ``recheck`` reads them again (the caller saw them change without a new
+    version: a write through ``.data``)."""
     if not isinstance(inv_freq, torch.Tensor):
         raise TypeError(f"inv_freq must be a torch.Tensor, got {type(inv_freq).__name__}")
     if inv_freq.ndim != 1 or inv_freq.shape[0] != expected_len:
@@ -365,7 +369,7 @@ def check_inv_freq(inv_freq, expected_len: int) -> torch.Tensor:
             f"inv_freq must be float32 or float64 (16-bit frequencies put whole radians of "
             f"error into m·θ_i at long positions), got dtype {inv_freq.dtype}"
         )
-    if _needs_finite_check(inv_freq):
+    if (recheck and values_readable(inv_freq)) or _needs_finite_check(inv_freq):
         if not bool(torch.isfinite(inv_freq).all()):
             bad = inv_freq[~torch.isfinite(inv_freq)][0].item()
             raise ValueError(f"inv_freq must all be finite, found {bad}")

@@ -490,10 +490,11 @@ class RotaryEmbedding(nn.Module):
         last = self._checked
         changed = last is None or freqs is not last[0] or (
             not freqs.is_inference() and freqs._version != last[1])
+        moved = changed
         if not changed and read and _validate.values_readable(freqs):
             changed = not torch.equal(freqs, last[2])
         if changed:
-            _validate.check_inv_freq(freqs, self.dim // 2)
+            _validate.check_inv_freq(freqs, self.dim // 2, recheck=not moved)
             if last is not None:
                 self.custom_frequencies = True
             self._checked = (freqs, None if freqs.is_inference() else freqs._version,

@@ -71,10 +71,10 @@ def test_gradients_through_each_backend(backend):
     for layout in _layouts_for(backend):
         x = torch.randn(2, 5, 8, dtype=torch.float64, requires_grad=True)
         positions = torch.tensor([3, 0, 2**24 + 1, -5, 9])
-        for given in (None, positions):
+        for ids in (None, positions):
             torch.autograd.gradcheck(
-                lambda t, given=given, layout=layout: rl.apply_rope(
-                    t, given, layout=layout, rotary_dim=6, backend=backend), (x,))
+                lambda t, ids=ids, layout=layout: rl.apply_rope(
+                    t, ids, layout=layout, rotary_dim=6, backend=backend), (x,))
 
 
 def test_a_named_backend_never_falls_back():
@@ -87,7 +87,8 @@ def test_a_named_backend_never_falls_back():
     with _ckernel.disabled(), pytest.raises(rl.BackendUnavailable, match="turned off"):
         rl.apply_rope(x, backend="c")
     freqs = rl.inv_freq(8).requires_grad_()
-    with pytest.raises(rl.BackendUnavailable, match="inv_freq or the tables; use backend='reference'"):
+    with pytest.raises(rl.BackendUnavailable,
+                       match="inv_freq or the tables; use backend='reference'"):
         rl.apply_rope(x, inv_freq=freqs, backend="eager")
     # The reference differentiates with respect to inv_freq, as "auto" does.
     rl.apply_rope(x, inv_freq=freqs, backend="reference").sum().backward()

@@ -538,3 +538,219 @@ def test_torch_compile_inductor_with_position_ids():
     positions = torch.tensor([[3, 4, 5, 6, 7], [2**24 + 1, 9, 10, 11, 12]])[:, None, :]
     got = _compiled(lambda x, p: rl.apply_rope(x, p), x, positions, backend="inductor")
     torch.testing.assert_close(got, rl.apply_rope(x, positions), rtol=1e-6, atol=1e-6)
+
+
+# --- tables in: apply_rope(x, cos=..., sin=...) (issue 38 item 3) ----------------------------
+
+def _pair_tables(positions, dim, dtype=torch.float64, base=10_000.0):
+    """cos and sin per pair, (..., seq, dim/2), from plain float64 maths."""
+    theta = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    angles = positions.double()[..., None] * theta
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def _duplicated(table, layout):
+    """transformers' convention: one value per feature, in the layout's pairing."""
+    if layout == "half":
+        return torch.cat((table, table), -1)
+    return table.repeat_interleave(2, -1)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("backend", ["auto", "reference", "eager", "c", "complex"])
+def test_tables_in_either_convention_equal_the_dense_rotation(layout, backend):
+    from dense_oracle import dense_rope  # tests/dense_oracle.py: shares no code with rope_lab
+
+    if backend == "c" and not _ckernel.available():
+        pytest.skip(_ckernel.status())
+    if backend == "complex" and layout == "half":
+        return
+    x = torch.randn(2, 3, 7, 16, dtype=torch.float64)
+    expected = dense_rope(x, layout)
+    cos, sin = _pair_tables(torch.arange(7), 16)
+    for tables in ((cos, sin), (_duplicated(cos, layout), _duplicated(sin, layout))):
+        got = rl.apply_rope(x, cos=tables[0], sin=tables[1], layout=layout, backend=backend)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+        y = x.clone()
+        assert rl.apply_rope_(y, cos=tables[0], sin=tables[1], layout=layout,
+                              backend=backend) is y
+        torch.testing.assert_close(y, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_tables_broadcast_over_batch_and_heads_and_carry_the_attention_factor(layout):
+    """Per-batch tables (batch, 1, seq, ·) against (batch, heads, seq, dim) x; a factor in
+    the tables scales the output (YaRN's mscale as transformers folds it into cos and sin);
+    float32 tables give the float32 rotation by exactly those values."""
+    positions = torch.tensor([[0, 1, 2, 3, 4], [7, 9, 2**20, 30, 31]])
+    x = torch.randn(2, 3, 5, 8)
+    cos, sin = _pair_tables(positions, 8, torch.float32)
+    factor = 1.3
+    for per_pair in (True, False):
+        c = cos if per_pair else _duplicated(cos, layout)
+        s = sin if per_pair else _duplicated(sin, layout)
+        got = rl.apply_rope(x, cos=factor * c[:, None], sin=factor * s[:, None], layout=layout)
+        by_positions = rl.apply_rope(x.double(), positions[:, None], layout=layout)
+        torch.testing.assert_close(got.double(), factor * by_positions, rtol=0, atol=1e-5)
+        reference = rope.rotate_reference(x, factor * cos[:, None], factor * sin[:, None],
+                                          layout)
+        assert torch.equal(got, reference)
+
+
+def test_tables_for_partial_rotary_and_16_bit_tables():
+    """rotary_dim names r when the tables cover only part of the head; bfloat16 tables (what
+    transformers returns for a bfloat16 model) are widened exactly and the rotation is done
+    in float32, rounded once."""
+    x = torch.randn(4, 6, 12)
+    cos, sin = _pair_tables(torch.arange(6), 4, torch.float32)
+    expected = rl.apply_rope(x, rotary_dim=4)
+    for c, s in ((cos, sin), (torch.cat((cos, cos), -1), torch.cat((sin, sin), -1))):
+        got = rl.apply_rope(x, cos=c, sin=s, rotary_dim=4)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+        assert torch.equal(got[..., 4:], x[..., 4:])
+    low = (cos.bfloat16(), sin.bfloat16())
+    got = rl.apply_rope(x.bfloat16(), cos=low[0], sin=low[1], rotary_dim=4)
+    wide = rope.rotate_reference(x.bfloat16().float(), low[0].float(), low[1].float(), "half")
+    assert torch.equal(got, wide.bfloat16())
+
+
+def test_gradients_flow_into_tables_and_x():
+    x = torch.randn(2, 5, 6, dtype=torch.float64, requires_grad=True)
+    cos, sin = (t.requires_grad_() for t in _pair_tables(torch.arange(5), 6))
+    assert torch.autograd.gradcheck(
+        lambda x, c, s: rl.apply_rope(x, cos=c, sin=s, layout="interleaved"), (x, cos, sin))
+    plain = _pair_tables(torch.arange(5), 6)  # tables without grad: the fast path's backward
+    assert torch.autograd.gradcheck(lambda x: rl.apply_rope(x, cos=plain[0], sin=plain[1]),
+                                    (x,))
+
+
+def test_rotary_embedding_takes_tables():
+    module = rl.RotaryEmbedding(8, layout="interleaved")
+    q, k = torch.randn(2, 2, 4, 5, 12)
+    cos, sin = _pair_tables(torch.arange(5) + 3, 8, torch.float32)
+    q_rot, k_rot = module(q, k, cos=_duplicated(cos, "interleaved"),
+                          sin=_duplicated(sin, "interleaved"))
+    by_positions = module(q, k, torch.arange(5) + 3)
+    torch.testing.assert_close(q_rot, by_positions[0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(k_rot, by_positions[1], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("width", r"fit neither table convention: expected transformers' \(\.\.\., seq, 16\) "
+              r"\(one value per feature, duplicated\) or \(\.\.\., seq, 8\) \(one value per "
+              r"pair, as flash-attention and vLLM\)"),
+    ("sin shape", r"cos and sin must have the same shape and dtype.*\(\.\.\., seq, 8\)"),
+    ("only cos", "pass both cos and sin tables, got only cos"),
+    ("rows", r"cos of shape \(6, 8\) give 6 rows for 7 tokens"),
+    ("hf batch", r"cos of shape \(2, 7, 16\) are ambiguous .* use cos\[:, None, :, :\]"),
+    ("other pairing", r"cos of shape \(7, 16\) reads as transformers' duplicated table .* "
+                      r"for layout='interleaved' they are c\.repeat_interleave\(2, -1\)"),
+    ("positions too", "pass either cos and sin tables or positions, not both"),
+    ("inv_freq too", "pass either cos and sin tables or inv_freq, not both"),
+    ("integer table", "cos must be a floating-point tensor"),
+])
+def test_bad_tables_get_one_error_naming_both_conventions(case, message):
+    x = torch.randn(2, 3, 7, 16)
+    cos, sin = _pair_tables(torch.arange(7), 16, torch.float32)
+    kwargs = {"cos": cos, "sin": sin}
+    if case == "width":
+        kwargs = {"cos": cos[..., :5], "sin": sin[..., :5]}
+    elif case == "sin shape":
+        kwargs["sin"] = sin[:6]
+    elif case == "only cos":
+        kwargs = {"cos": cos}
+    elif case == "rows":
+        kwargs = {"cos": cos[:6], "sin": sin[:6]}
+    elif case == "hf batch":
+        kwargs = {"cos": torch.cat((cos, cos), -1).expand(2, 7, 16),
+                  "sin": torch.cat((sin, sin), -1).expand(2, 7, 16)}
+    elif case == "other pairing":
+        kwargs = {"cos": torch.cat((cos, cos), -1), "sin": torch.cat((sin, sin), -1),
+                  "layout": "interleaved"}
+    elif case == "positions too":
+        kwargs["positions"] = torch.arange(7)
+    elif case == "inv_freq too":
+        kwargs["inv_freq"] = rl.inv_freq(16)
+    elif case == "integer table":
+        kwargs = {"cos": torch.ones(7, 8, dtype=torch.int64), "sin": sin}
+    with pytest.raises((ValueError, TypeError), match=message):
+        rl.apply_rope(x, **kwargs)
+
+
+# --- no silent answer from the core (issue 35, item 4) -------------------------------------
+
+def test_a_non_finite_inv_freq_is_refused_on_every_call():
+    """The finite check recorded the tensor as checked before checking it: the first call
+    raised, the second returned NaN."""
+    f = rl.inv_freq(16)
+    f[3] = float("nan")
+    x = torch.randn(2, 5, 16)
+    for _ in range(3):
+        with pytest.raises(ValueError, match="inv_freq must all be finite, found nan"):
+            rl.apply_rope(x, inv_freq=f)
+    f[3] = 0.5  # mended: accepted (and remembered) …
+    rl.apply_rope(x, inv_freq=f)
+    f[5] = float("inf")  # … until the next write
+    with pytest.raises(ValueError, match="found inf"):
+        rl.apply_rope(x, inv_freq=f)
+
+
+@pytest.mark.parametrize("size", ["decode", "cached", "float64"])
+def test_rotary_embedding_follows_writes_through_data(size):
+    """emb(q, q); emb.inv_freq.data.mul_(0.5); emb(q, q) returned the old rotation (0.77
+    away): a write through .data moves no version counter. Every path now rotates by the
+    values in the buffer."""
+    shape = {"decode": (1, 8, 3, 16), "cached": (2, 8, 2048, 16),
+             "float64": (2, 8, 5, 16)}[size]
+    q = torch.randn(shape, dtype=torch.float64 if size == "float64" else torch.float32)
+    module = rl.RotaryEmbedding(16)
+    module(q, q)
+    module.inv_freq.data.mul_(0.5)
+    halved = rl.inv_freq(16) * 0.5
+    expected = rl.apply_rope(q, inv_freq=halved.to(q.dtype))
+    torch.testing.assert_close(module(q, q)[0], expected)
+    positions = torch.arange(q.shape[-2]) + 3
+    torch.testing.assert_close(module(q, q, positions)[0],
+                               rl.apply_rope(q, positions, inv_freq=halved.to(q.dtype)))
+    cos, _ = module.cos_sin(positions)
+    torch.testing.assert_close(cos, (positions[:, None] * halved).cos())
+    module.inv_freq.data[0] = float("nan")  # a bad value written the same way is refused
+    with pytest.raises(ValueError, match="inv_freq must all be finite"):
+        module(q, q)
+
+
+def test_rotary_embedding_cos_sin_dtype_does_not_depend_on_the_cache():
+    """cos_sin(dtype=float16) returned float32 for cached positions, float16 for others; and
+    the cached and computed values are now the same numbers."""
+    cached = rl.RotaryEmbedding(16, max_seq_len=32)
+    small = rl.RotaryEmbedding(16, max_seq_len=1)  # computes every position past 0
+    for positions in (torch.arange(4), torch.tensor([[3, 40, 7]]), torch.tensor([2.5])):
+        for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+            cos, sin = cached.cos_sin(positions, dtype=dtype)
+            assert cos.dtype == sin.dtype == dtype, (positions, dtype)
+            other = small.cos_sin(positions, dtype=dtype)
+            assert torch.equal(cos, other[0]) and torch.equal(sin, other[1])
+    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+        cached.cos_sin(torch.arange(3), dtype=torch.int64)
+
+
+def test_rotary_embedding_with_frequencies_and_attention_factor():
+    """A scaled variant as transformers builds it: YaRN's frequencies and its attention
+    factor, carried into cos_sin and every forward path."""
+    from rope_lab import scaling
+
+    freqs, factor = scaling.yarn_inv_freq(16, factor=4.0, original_max_position=64)
+    module = rl.RotaryEmbedding(16, inv_freq=freqs, attention_factor=factor)
+    assert module.custom_frequencies and factor > 1
+    for q in (torch.randn(1, 4, 3, 16), torch.randn(2, 8, 1024, 16)):
+        positions = torch.arange(q.shape[-2]) + 5
+        expected = factor * rl.apply_rope(q, positions, inv_freq=freqs)
+        torch.testing.assert_close(module(q, q, positions)[0], expected)
+        torch.testing.assert_close(module(q, q)[0], factor * rl.apply_rope(q, inv_freq=freqs))
+    cos, sin = module.cos_sin(torch.arange(6))
+    angles = torch.arange(6)[:, None] * freqs
+    torch.testing.assert_close(cos, factor * angles.cos())
+    with pytest.raises(ValueError, match="attention_factor must be a finite number greater"):
+        rl.RotaryEmbedding(16, attention_factor=float("nan"))
+    with pytest.raises(ValueError, match=r"inv_freq must have shape \(8,\)"):
+        rl.RotaryEmbedding(16, inv_freq=torch.ones(4))
