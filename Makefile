@@ -80,8 +80,11 @@ $(TEST_STAMP): pyproject.toml constraints.txt Makefile
 	$(call install_set,$(TEST_EXTRAS))
 	touch $(LAB_STAMP) $(TEST_STAMP)
 
+# ruff for style and bugs; lint-imports for the package's floors ([tool.importlinter] in
+# pyproject.toml: a module imports only the floors below its own).
 lint: install-test
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 
 unit: install-test
 	$(PY) -m pytest tests --ignore=tests/browser
@@ -133,8 +136,8 @@ set-repository: install
 # (notebooks/locale/zh_CN/LC_MESSAGES/*.po), then notebooks/zh_CN/ is rebuilt from the English
 # notebooks and the catalogs. Translators edit only the .po files.
 translations: install-test
-	$(PY) -m rope_lab.i18n update
-	$(PY) -m rope_lab.i18n build
+	$(PY) -m rope_lab.translations update
+	$(PY) -m rope_lab.translations build
 
 # Rebuild the course's Chinese font (rope_lab/book_assets/cjk-subset.otf: the book, the lab
 # and the figures) after adding Chinese text outside GB 2312 level 1 (needs fonts-noto-cjk).

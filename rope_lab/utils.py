@@ -91,7 +91,7 @@ def setup_notebook(seed: int = 0, language: str | None = None) -> torch.device:
 
         set_matplotlib_formats("png")
     device = default_device()
-    from rope_lab import __version__
+    from rope_lab._version import __version__
     from rope_lab.i18n import _
 
     print(_("rope_lab {version} · torch {torch} · device {device} · seed {seed}").format(

@@ -754,3 +754,80 @@ def test_rotary_embedding_with_frequencies_and_attention_factor():
         rl.RotaryEmbedding(16, attention_factor=float("nan"))
     with pytest.raises(ValueError, match=r"inv_freq must have shape \(8,\)"):
         rl.RotaryEmbedding(16, inv_freq=torch.ones(4))
+
+
+# --- one way down: the path a call takes (issue 38 item 1) ----------------------------------
+
+def _floors() -> dict:
+    """Module → floor (0 the top) from the import contract `make lint` enforces."""
+    import pathlib
+
+    import tomllib
+
+    pyproject = pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml"
+    contract = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]["contracts"][0]
+    return {f"rope_lab.{name.strip()}": floor for floor, layer in enumerate(contract["layers"])
+            for name in layer.split("|")}
+
+
+def _calls_made_by(function) -> list[tuple[str, str, str]]:
+    """(caller's module, callee's module, callee) for every call between rope_lab functions
+    while ``function`` runs; the caller is the nearest rope_lab frame up the stack."""
+    import sys
+
+    calls = []
+
+    def profile(frame, event, arg):
+        if event != "call" or not frame.f_globals.get("__name__", "").startswith("rope_lab"):
+            return
+        caller = frame.f_back
+        while caller is not None and not caller.f_globals.get("__name__", "").startswith(
+                "rope_lab"):
+            caller = caller.f_back
+        if caller is not None:
+            calls.append((caller.f_globals["__name__"], frame.f_globals["__name__"],
+                          frame.f_code.co_name))
+
+    sys.setprofile(profile)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("case", ["decode ids", "ids", "interleaved ids", "float ids",
+                                  "per-batch ids, reference", "ids, eager", "inv_freq",
+                                  "tables", "in place", "module"])
+def test_positions_entering_apply_rope_only_go_down(case):
+    """Followed call by call: from apply_rope down to the dispatcher (fast, entered once),
+    the backends and the angle rule, never back up a floor nor back into rope.py (on main:
+    8 climbs, 15 re-entries of a file already left)."""
+    floors = _floors()
+    floor = lambda module: floors[".".join(module.split(".")[:2])]  # noqa: E731
+    x = torch.randn(2, 4, 16, 32)
+    ids = torch.arange(16) + 5
+    call = {
+        "decode ids": lambda: rl.apply_rope(x[:1, :, :1], ids[:1]),
+        "ids": lambda: rl.apply_rope(x, ids),
+        "interleaved ids": lambda: rl.apply_rope(x, ids, layout="interleaved"),
+        "float ids": lambda: rl.apply_rope(x, ids / 3),
+        "per-batch ids, reference": lambda: rl.apply_rope(x, torch.stack((ids, ids + 2**24))[
+            :, None], backend="reference"),
+        "ids, eager": lambda: rl.apply_rope(x, ids, backend="eager", rotary_dim=16),
+        "inv_freq": lambda: rl.apply_rope(x, ids, inv_freq=rl.inv_freq(32) / 4),
+        "tables": lambda: rl.apply_rope(x, cos=torch.ones(16, 16), sin=torch.zeros(16, 16)),
+        "in place": lambda: rl.apply_rope_(x.clone(), ids),
+        "module": lambda: rl.RotaryEmbedding(32)(x, x, ids),
+    }[case]
+    call()  # caches filled: the path a model takes on every later call
+    calls = _calls_made_by(call)
+    assert calls, "nothing traced"
+    climbs = [c for c in calls if floor(c[1]) < floor(c[0])]
+    assert not climbs, climbs
+    into_dispatcher = [c for c in calls if c[0] == "rope_lab.rope" and c[1] == "rope_lab.fast"]
+    assert len(into_dispatcher) == (2 if case == "module" and not _ckernel.available() else 1), \
+        into_dispatcher
+    entered = [c[1] for c in calls]
+    first = entered.index("rope_lab.fast")
+    assert "rope_lab.rope" not in entered[first:], calls[first:]  # never back into the API

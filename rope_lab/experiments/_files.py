@@ -264,7 +264,7 @@ def code_version(entry: str) -> dict:
     package version, and the git commit of a checkout (with ``git_dirty`` when those files
     differ from it). Computed once per process."""
     if entry not in _versions:
-        from rope_lab import __version__
+        from rope_lab._version import __version__
 
         files = sources(entry)
         digest = hashlib.sha256()

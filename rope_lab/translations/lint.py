@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rope_lab.i18n.notebooks import _MATH, _strip_fields, replacement_fields
+from rope_lab.translations.notebooks import _MATH, _strip_fields, replacement_fields
 
 TERMS = Path(__file__).resolve().parent.parent / "data" / "terms_zh.csv"
 
