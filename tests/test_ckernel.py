@@ -299,12 +299,14 @@ def run_python(code, **environment):
     return result.stdout.strip()
 
 
+@pytest.mark.slow
 def test_environment_switch_turns_it_off():
     printed = run_python("from rope_lab import _ckernel; print(_ckernel.status())",
                          ROPE_LAB_C_KERNEL="0")
     assert printed == "eager path: turned off by ROPE_LAB_C_KERNEL=0"
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_builds_into_the_cache_folder_once(tmp_path):
     code = "from rope_lab import _ckernel; print(_ckernel.status())"
@@ -364,6 +366,7 @@ def first_rotation(cache, environment):
     return float(words[0]), float(words[1]), words[2]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="no build on Windows")
 @pytest.mark.parametrize("body", ["echo 'fakecc: broken' >&2; exit 1", "/bin/sleep 60"],
                          ids=["exits 1", "hangs"])
@@ -388,6 +391,7 @@ def test_a_failing_compiler_warns_once_stops_in_time_and_is_remembered(tmp_path,
     assert "compiling failed" in rest and "delete it" not in rest
 
 
+@pytest.mark.slow
 def test_environment_switch_is_silent():
     printed = run_python(FIRST_ROTATION, ROPE_LAB_C_KERNEL="0")
     assert printed.split(" ", 2)[2] == "[] eager path: turned off by ROPE_LAB_C_KERNEL=0"
@@ -503,6 +507,7 @@ def test_library_file_checked_again_before_loading(tmp_path, monkeypatch, proble
     assert _ckernel._load_built([str(path)]) is None and loaded == []
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _ckernel.available(), reason="needs a working compiler")
 def test_concurrent_first_use_from_processes_builds_once(tmp_path):
     code = "from rope_lab import _ckernel; print(_ckernel.status())"
@@ -631,6 +636,7 @@ def _race(tmp_path, how, attempts):
     return loads, refusals, marker.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not _ckernel.available(),
                     reason="renameat2(RENAME_EXCHANGE) is Linux's; needs a built kernel")
 def test_a_cache_folder_swapped_during_loading_never_loads_a_planted_library(tmp_path):

@@ -376,6 +376,7 @@ def test_pytorch_float32_cos_is_off_by_an_ulp_about_once_in_twenty():
     assert (angles.cos() - cos).abs().max() <= ulp
 
 
+@pytest.mark.slow
 def test_theta_is_correctly_rounded_and_transformers_differs_as_documented():
     """apply_rope's docstring: transformers' float32 θ_i differs from rope_lab's in 19 of 64
     pairs at base 10⁴, d = 128, by one unit in the last place each, and cos/sin over
@@ -532,6 +533,7 @@ def test_torch_compile_fullgraph_gives_the_eager_result(case):
     torch.testing.assert_close(got, expected, rtol=tolerance, atol=tolerance)
 
 
+@pytest.mark.slow
 def test_torch_compile_inductor_with_position_ids():
     """One real compile (C++ on a CPU): apply_rope with per-batch ids past 2^24."""
     x = torch.randn(2, 3, 5, 16)

@@ -135,6 +135,7 @@ def test_a_sequence_of_one_and_per_batch_positions():
                rl.apply_rope(x, positions, layout=layout, backend="reference"), torch.float32)
 
 
+@pytest.mark.slow
 def test_backward_is_the_rotation_the_other_way():
     x = _randn(2, 2, 5, 8, dtype=torch.float64).requires_grad_()
     torch.autograd.gradcheck(lambda t: rl.apply_rope(t, backend="triton"), (x,))
@@ -225,6 +226,7 @@ def test_positions_kernel_near_and_past_2_to_the_24(layout):
                                                   backend="reference"), rtol=0, atol=2e-6)
 
 
+@pytest.mark.slow
 def test_positions_kernel_cos_and_sin_within_about_one_ulp():
     """The kernel's own cos/sin (argument reduction in float64, Cephes polynomials): the
     pair (1, 0) rotated by m·θ is (cos, sin); against float64 cos/sin of the same float32
@@ -412,6 +414,7 @@ def _compile_script(*args):
     return result
 
 
+@pytest.mark.slow
 def test_every_kernel_compiles_for_a_real_gpu_without_spills():
     """The interpreter is not the compiler: lower each kernel to a cubin for Hopper and Ampere
     (tests/triton_compile.py, no GPU needed), and at the launch shapes the plans choose for
@@ -423,6 +426,7 @@ def test_every_kernel_compiles_for_a_real_gpu_without_spills():
     assert "0 B spilled" in result.stdout and "SPILLS" not in result.stdout
 
 
+@pytest.mark.slow
 def test_the_spill_check_can_fail():
     """The same check on a tile 16 × the planned one (8192 angles per program at the
     training shape): ptxas reports spills, and the script says so and fails."""
@@ -431,6 +435,7 @@ def test_the_spill_check_can_fail():
     assert result.returncode == 1 and "SPILLS" in result.stdout, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_the_direct_launch_hands_triton_s_launcher_what_triton_does():
     """After the first launch of a plan, rope_lab calls the compiled kernel's launcher itself
     (Triton's launch costs ~20 µs of Python): with a stand-in driver, both launches must
