@@ -7,7 +7,11 @@ passes over the cache cost). ``kernels/rope.c`` does the rotation in one loop, f
 and the interleaved layout: each element is read once and written once, like ``x.clone()``.
 Given position ids, the same call first computes the cos/sin table of those positions by the
 angle rule of :mod:`rope_lab._angles` (one small pass, where PyTorch would run several
-kernels, each one a wait for every thread on a busy machine).
+kernels, each one a wait for every thread on a busy machine). A fresh output of a MiB or
+more has its pages faulted in by one system call before the loop writes them
+(``madvise(MADV_POPULATE_WRITE)``, Linux 5.14 and later; elsewhere the loop faults them in as
+it writes): left to the loop, each page's first write traps into the kernel, which evicts the
+cos/sin rows and inputs the loop reuses, and a fresh 32 MiB output cost 1.15-1.3 × a copy.
 
 How it is built: the first call that can use it looks for a C compiler (``$CC``, then ``cc``,
 ``gcc``, ``clang``), compiles the source (:func:`status` reports how long that took) into a
@@ -70,6 +74,9 @@ from rope_lab import _strides, _validate
 SOURCE = "kernels/rope.c"
 # Below this many elements one thread does it all: waking the pool costs more than it saves.
 PARALLEL_MIN_ELEMENTS = 1 << 16
+# A fresh output of at least this many bytes gets its pages faulted in by one system call
+# before the loop writes them (see populate() in kernels/rope.c).
+POPULATE_MIN_BYTES = 1 << 20
 # Tried in order: OpenMP and -march=native (the library is cached per CPU) first, then
 # without each (Apple's clang has no -fopenmp; some compilers no -march=native).
 _BASE_FLAGS = ["-O3", "-ffp-contract=off", "-fPIC", "-shared"]
@@ -134,7 +141,7 @@ def disabled():
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor,
-           layout: str, *, required: bool = False) -> bool:
+           layout: str, *, required: bool = False, fresh: bool = False) -> bool:
     """out = x rotated by the tables cos, sin in ``layout``, when the kernel applies; False
     otherwise.
 
@@ -146,7 +153,8 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Ten
     only the rotated features are written.
 
     required: raise :class:`BackendUnavailable` saying why, instead of returning False
-    (``apply_rope(..., backend="c")``).
+    (``apply_rope(..., backend="c")``). fresh: out (its first rotated features) starts a
+    contiguous tensor the caller has just allocated, whose rows the loop may fault in first.
 
     Kept lean (shape arithmetic, no new tensors): at a decode step (q of 8 × 64 numbers) the
     checks around the call cost more than the loop itself.
@@ -161,8 +169,17 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Ten
     library, (n0, n1, n2), (xs, cs, ss, os_), threads = plan
     function = getattr(library, f"rope_{layout}_{_DTYPE_NAMES[x.dtype]}")
     function(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), out.data_ptr(),
-             _int64s(*xs, *cs, *ss, *os_, n0, n1, n2, cos.shape[-1], threads))
+             _int64s(*xs, *cs, *ss, *os_, n0, n1, n2, cos.shape[-1], threads,
+                     _populate_row_bytes(out, fresh)))
     return True
+
+
+def _populate_row_bytes(out: torch.Tensor, fresh: bool) -> int:
+    """The bytes between rows of a fresh, large out, for the loop to fault in first (0: no)."""
+    row_bytes = out.stride(-2) * out.element_size() if out.dim() >= 2 else 0
+    if not fresh or row_bytes * (out.numel() // max(out.shape[-1], 1)) < POPULATE_MIN_BYTES:
+        return 0
+    return row_bytes
 
 
 def _int64s(*values) -> ctypes.Array:
@@ -174,7 +191,7 @@ _NO_LIBRARY = "no library"
 
 
 def rotate_positions(x: torch.Tensor, positions, theta: torch.Tensor, out: torch.Tensor,
-                     layout: str) -> bool:
+                     layout: str, *, fresh: bool = False) -> bool:
     """out = x rotated by m·θ_i in ``layout``, the angles included, in one call, when it
     applies (int64 positions; see kernels/rope.c); False otherwise.
 
@@ -184,9 +201,10 @@ def rotate_positions(x: torch.Tensor, positions, theta: torch.Tensor, out: torch
 
     positions: int64 on the CPU, broadcasting to x.shape[:-1], or None for 0 … seq − 1;
     theta ``(r/2,)`` of x's table dtype, r = 2·theta.numel() ≤ x.shape[-1] (only those
-    features are written). Trusted (the dispatcher made them so): x, out, theta and the
-    positions on the CPU, out of x's dtype and with no elements that share memory
-    (apply_rope's fresh output, or an x that apply_rope_ checked), theta contiguous.
+    features are written); fresh as in :func:`rotate`. Trusted (the dispatcher made them
+    so): x, out, theta and the positions on the CPU, out of x's dtype and with no elements
+    that share memory (apply_rope's fresh output, or an x that apply_rope_ checked), theta
+    contiguous.
 
     At a decode step the checks and the folding of strides would cost more than the loop,
     so what they conclude is kept per layout, dtypes, shapes and strides (a model calls with
@@ -197,12 +215,12 @@ def rotate_positions(x: torch.Tensor, positions, theta: torch.Tensor, out: torch
     if positions is not None and not positions.is_contiguous():
         positions = positions.contiguous()
     threads = torch.get_num_threads() if x.numel() >= PARALLEL_MIN_ELEMENTS else 1
-    key = (layout, threads, x.dtype, x.shape, x.stride(), x.is_neg(), out.stride(),
+    key = (layout, threads, fresh, x.dtype, x.shape, x.stride(), x.is_neg(), out.stride(),
            theta.dtype, theta.shape,
            None if positions is None else (positions.dtype, positions.shape))
     plan = _position_plans.get(key)
     if plan is None:
-        plan = _plan_positions(x, positions, theta, out, layout, threads)
+        plan = _plan_positions(x, positions, theta, out, layout, threads, fresh)
         if len(_position_plans) >= 256:
             _position_plans.clear()
         _position_plans[key] = plan
@@ -221,7 +239,7 @@ def rotate_positions(x: torch.Tensor, positions, theta: torch.Tensor, out: torch
 _position_plans: dict = {}
 
 
-def _plan_positions(x, positions, theta, out, layout, threads):
+def _plan_positions(x, positions, theta, out, layout, threads, fresh):
     if not (theta.is_cpu and theta.stride(-1) == 1
             and (positions is None or (positions.dtype == torch.int64 and positions.is_cpu))
             and _problem(x, theta, theta, out, trusted_out=True) is None):
@@ -242,7 +260,9 @@ def _plan_positions(x, positions, theta, out, layout, threads):
         return False
     (n0, n1, n2), (xs, os_, ps) = dims
     function = getattr(library, f"rope_{layout}_positions_{_DTYPE_NAMES[x.dtype]}")
-    return function, _int64s(*xs, count, *ps, *os_, n0, n1, n2, theta.shape[0], threads), count
+    sizes = _int64s(*xs, count, *ps, *os_, n0, n1, n2, theta.shape[0], threads,
+                    _populate_row_bytes(out, fresh))
+    return function, sizes, count
 
 
 def _plan(x, cos, sin, out, required):

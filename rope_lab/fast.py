@@ -243,7 +243,8 @@ def _rotate_into(x, cos, sin, layout, out, backend="auto"):
 
     if backend == "auto":
         if (x.is_cuda and _triton_rotate(x_rot, cos, sin, layout, out_rot)) or (
-            x.device.type == "cpu" and _ckernel.rotate(x_rot, cos, sin, out_rot, layout)
+            x.device.type == "cpu"
+            and _ckernel.rotate(x_rot, cos, sin, out_rot, layout, fresh=fresh)
         ):
             _raw_kernel_wrote("rope_lab C loop" if x.device.type == "cpu"
                               else "rope_lab Triton kernel", out, out_rot, fresh)
@@ -260,7 +261,7 @@ def _rotate_into(x, cos, sin, layout, out, backend="auto"):
         module.rotate(x_rot, cos, sin, layout, out_rot)
         _raw_kernel_wrote("rope_lab Triton kernel", out, out_rot, fresh)
     elif backend == "c":
-        _ckernel.rotate(x_rot, cos, sin, out_rot, layout, required=True)
+        _ckernel.rotate(x_rot, cos, sin, out_rot, layout, required=True, fresh=fresh)
         _raw_kernel_wrote("rope_lab C loop", out, out_rot, fresh)
     elif backend == "complex":
         _eager.rotate_complex(x_rot, cos, sin, out_rot, compute)
@@ -471,7 +472,8 @@ def _rotate_by_positions(x, positions, theta, layout, out, backend):
     if x.device.type == "cpu" and backend != "triton":
         if positions is not None and positions.dtype != torch.int64:
             positions = positions.long()
-        if not _ckernel.rotate_positions(x_rot, positions, theta, out_rot, layout):
+        if not _ckernel.rotate_positions(x_rot, positions, theta, out_rot, layout,
+                                         fresh=out is None):
             return None
         if partial and target is not x:
             target[..., rotary_dim:].copy_(x[..., rotary_dim:])

@@ -423,7 +423,10 @@ class RotaryEmbedding(nn.Module):
     write into it in place (through ``.data`` too) and the next call rotates by the new
     values, checked as ``apply_rope`` checks ``inv_freq``. On a CPU every call compares the
     buffer with the values its cache was built from (dim/2 numbers, no device sync there);
-    on other devices no cache is kept, and cos and sin come from the buffer on every call.
+    on other devices no cache is kept, and cos and sin come from the buffer on every call,
+    with nothing read on the host, except for float64 q or k, whose exact θ_i from ``base``
+    is used only while the buffer still holds base's values: that comparison is one device
+    sync per call.
     """
 
     def __init__(
@@ -477,7 +480,7 @@ class RotaryEmbedding(nn.Module):
         super()._apply(fn, recurse)
         device = self.inv_freq.device
         self.inv_freq = self._checked[2].to(device)
-        self._checked = (self.inv_freq, self.inv_freq._version, self._checked[2])
+        self._checked = (self.inv_freq, self.inv_freq._version, self.inv_freq.clone())
         self._build_cache(self.cos_cached.shape[0])
         return self
 

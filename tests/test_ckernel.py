@@ -731,3 +731,35 @@ def test_a_fifo_under_the_library_name_is_refused_without_hanging(tmp_path):
     os.mkfifo(path, 0o600)
     with pytest.raises(_ckernel._Unavailable, match="not a regular file"):
         _ckernel._open(str(path))
+
+
+@needs_kernel
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_a_fresh_output_faulted_in_first_gets_the_same_bits(layout):
+    """A fresh output of a MiB or more has its pages faulted in by madvise before the loop
+    (kernels/rope.c, populate()): the same numbers, partial rotary's tail untouched, on one
+    thread and on two; an output the caller did not just allocate is never asked for it."""
+    x = torch.randn(2, 8, 256, 96)  # 1.5 MiB
+    theta = _angles.inv_freq_values(64, 1e4, "cpu", torch.float32)
+    ids = torch.arange(256) * 3
+    cos, sin = _angles.cos_sin_table(ids, theta)
+    expected = reference(x, cos, sin, layout)
+    previous = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            for by_positions in (False, True):
+                out = torch.empty_like(x)
+                out[..., 64:] = x[..., 64:]  # the tail, as the dispatcher copies it first
+                if by_positions:
+                    assert _ckernel.rotate_positions(x[..., :64], ids, theta, out[..., :64],
+                                                     layout, fresh=True)
+                else:
+                    assert _ckernel.rotate(x[..., :64], cos, sin, out[..., :64], layout,
+                                           fresh=True)
+                assert torch.equal(out, expected)
+    finally:
+        torch.set_num_threads(previous)
+    assert _ckernel._populate_row_bytes(torch.empty(2, 8, 256, 96), True) == 96 * 4
+    assert _ckernel._populate_row_bytes(torch.empty(2, 8, 256, 96), False) == 0
+    assert _ckernel._populate_row_bytes(torch.empty(1, 8, 16, 96), True) == 0  # 48 KiB
