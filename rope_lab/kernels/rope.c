@@ -272,12 +272,39 @@ static void angles_double(int64_t m, const double *theta, int64_t half, double t
  *     sizes = {xs0, xs1, xs2, n_positions, ps0, ps1, ps2, os0, os1, os2, n0, n1, n2, half,
  *              threads, populate}
  * The table lives on the stack for a decode step (n_positions·half ≤ ROPE_STACK_TABLE), else
- * in one malloc. It is filled on one thread (2048 positions × 64 pairs take about 0.2 ms),
+ * in table_memory(). It is filled on one thread (2048 positions × 64 pairs take about 0.2 ms),
  * then the rows are shared among the threads: a second parallel loop would add a barrier,
  * which on a busy machine waits for a descheduled thread (measured at load 11 on 2 cores:
  * medians 56 ms this way, 76 ms with the table shared too, 56 ms for the rotation by a
  * ready table). Returns 0, or −1 when the table could not be allocated. */
 #define ROPE_STACK_TABLE 512
+
+/* The table of a larger call, kept per calling thread from one call to the next up to
+ * ROPE_KEPT_TABLE bytes: a model calls with the same sizes on every layer, and a fresh
+ * malloc of a MiB would be new pages, each faulted in on its first write (2048 positions ×
+ * 64 pairs: 1 MiB, 256 faults, several percent of the rotation on a busy machine). A bigger
+ * table is allocated and freed by its call. */
+#define ROPE_KEPT_TABLE (4 << 20)
+static _Thread_local void *kept_table;
+static _Thread_local size_t kept_bytes;
+
+static void *table_memory(size_t bytes)
+{
+    if (bytes > ROPE_KEPT_TABLE)
+        return malloc(bytes);
+    if (bytes > kept_bytes) {
+        free(kept_table);
+        kept_table = malloc(bytes);
+        kept_bytes = kept_table ? bytes : 0;
+    }
+    return kept_table;
+}
+
+static void table_done(void *table, size_t bytes)
+{
+    if (bytes > ROPE_KEPT_TABLE)
+        free(table);
+}
 
 #define POSITION_ANGLES(ANGLES)                                                             \
     ANGLES(positions ? positions[n] : n, theta, half, theta_max, cos_table + n * half,      \
@@ -303,8 +330,9 @@ static void angles_double(int64_t m, const double *theta, int64_t half, double t
         int64_t n2 = sizes[12], half = sizes[13], threads = sizes[14], row_bytes = sizes[15]; \
         C stack[2 * ROPE_STACK_TABLE];                                                      \
         C *table = stack;                                                                   \
+        size_t table_bytes = 2 * (size_t)(n_positions * half) * sizeof(C);                  \
         if (n_positions * half > ROPE_STACK_TABLE) {                                        \
-            table = malloc(2 * (size_t)(n_positions * half) * sizeof(C));                   \
+            table = table_memory(table_bytes);                                              \
             if (table == NULL)                                                              \
                 return -1;                                                                  \
         }                                                                                   \
@@ -333,7 +361,7 @@ static void angles_double(int64_t m, const double *theta, int64_t half, double t
                 POSITION_ROW(T, C, LOAD, STORE, PAIRS)                                      \
         }                                                                                   \
         if (table != stack)                                                                 \
-            free(table);                                                                    \
+            table_done(table, table_bytes);                                                 \
         return 0;                                                                           \
     }
 
