@@ -2,11 +2,15 @@
 #   make lab   set up .venv with what the course needs and open it in JupyterLab
 #   make test  set up .venv with the test tools too and run every check (what CI runs)
 # and a few more:
+#   make check    a teacher's check: every notebook of an edition runs (EDITION=zh_CN), ~2 min
 #   make book     execute every notebook and write the course as a static site in build/book/
 #   make compat   the oldest supported versions and Google Colab's stack (nox sessions)
 #   make set-repository URL=https://github.com/OWNER/NAME REF=v1.0   where the course is published
 #   make translations   refresh the translation catalogs from the English notebooks and build
 #                       the Chinese edition (notebooks/zh_CN/) from them
+#   make mutants  plant each bug of tests/mutants/catalogue.toml in a copy of the package and
+#                 check that the notebook teaching it catches it with a ✘ (with and without
+#                 the optional extras)
 #
 # Variables:
 #   TORCH=cpu   on Linux, take torch's CPU-only build from PyTorch's own index instead of
@@ -14,6 +18,7 @@
 #   INSTALLER=pip   install everything with pip (default: pip for torch, uv for the rest)
 #   KEEP_NOX=1  make compat keeps each nox session's environment in .nox/ (about 3 GB each)
 #               for the next run, instead of removing it once the session passes
+#   JOBS=N      pytest workers (default: one per CPU core; the unit tests get twice as many)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -26,8 +31,8 @@ TEST_EXTRAS := lab,models,test,book,browser
 LAB_STAMP := $(VENV)/.installed-lab
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: lab test install install-test lint unit notebooks browser chromium book compat \
-	set-repository cjk-font notebook-filter stall-check translations clean
+.PHONY: lab test check install install-test lint unit notebooks browser chromium book compat \
+	set-repository cjk-font notebook-filter stall-check translations mutants clean
 
 # JupyterLab with the course's settings (lab/: no news pop-up, the Chinese font, encrypted
 # kernel connections); your own ~/.jupyter settings still apply on top. Jupyter refuses to
@@ -35,7 +40,18 @@ TEST_STAMP := $(VENV)/.installed-test
 lab: install
 	JUPYTER_CONFIG_PATH=lab $(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
-test: install-test lint unit notebooks browser compat
+# Every check, one stage after another (each is a target of its own: make unit, make browser
+# …), then a table of how long each stage took (scripts/stages.py), also when one fails.
+TEST_STAGES := install-test lint unit notebooks browser compat
+test:
+	@MAKE='$(MAKE)' $(PYTHON) scripts/stages.py $(TEST_STAGES)
+
+# A teacher's check before class: every notebook of an edition runs, several at once, with
+# no error and no warning (rope_lab.runner; about 2 minutes on 2 cores). EDITION=zh_CN for
+# the Chinese edition. Runs are kept in build/executed/ for `make book`.
+EDITION ?= en
+check: install
+	$(PY) -m rope_lab.runner --edition $(EDITION)
 
 install: $(LAB_STAMP)
 install-test: $(TEST_STAMP)
@@ -59,15 +75,25 @@ endef
 # What git stores of a notebook (.gitattributes): nbstripout's clean filter drops outputs,
 # execution counts and widget state, keeps the cell ids (the claims inventory cites them),
 # and drops metadata.language_info, which JupyterLab rewrites from the running kernel on
-# every save (Python's version among it). The kernelspec stays: the notebooks are committed
-# with the one JupyterLab writes ("Python 3 (ipykernel)"), so a saved notebook equals the
-# committed one and `git status` stays clean (tests/browser/test_readme_path.py checks it).
-NBSTRIPOUT = '$(abspath $(PY))' -m nbstripout --keep-id --extra-keys metadata.language_info
+# every save (Python's version among it; under `make lab`, lab/kernel_language.py hands
+# JupyterLab that same language_info when it opens a notebook, so opening one does not mark
+# it modified). The kernelspec stays: the notebooks are committed with the one JupyterLab
+# writes ("Python 3 (ipykernel)"), so a saved notebook equals the committed one and `git
+# status` stays clean (tests/browser/test_readme_path.py checks it).
+# git runs the filter as one long-running process (scripts/git_notebook_filter.py: one
+# Python start per git command, not one per notebook; `clean` is for gits before 2.11), and
+# the index is refreshed once here: in a fresh clone every entry is "racily clean", and the
+# first command to write the index would otherwise clean every notebook (1 min 43 s once).
+NBSTRIPOUT_ARGS = --keep-id --extra-keys metadata.language_info
+NBSTRIPOUT = '$(abspath $(PY))' -m nbstripout $(NBSTRIPOUT_ARGS)
+NOTEBOOK_FILTER = '$(abspath $(PY))' '$(abspath scripts/git_notebook_filter.py)' $(NBSTRIPOUT_ARGS)
 notebook-filter:
 	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
 		git config filter.nbstripout.clean "$(NBSTRIPOUT)" && \
+		git config filter.nbstripout.process "$(NOTEBOOK_FILTER)" && \
 		git config filter.nbstripout.smudge cat && \
 		git config diff.ipynb.textconv "$(NBSTRIPOUT) -t" && \
+		{ git update-index -q --refresh >/dev/null 2>&1; true; } && \
 		echo "make: git now strips notebook outputs on commit (nbstripout, see .gitattributes)"; \
 	fi
 
@@ -80,6 +106,11 @@ $(TEST_STAMP): pyproject.toml constraints.txt Makefile
 	$(call install_set,$(TEST_EXTRAS))
 	touch $(LAB_STAMP) $(TEST_STAMP)
 
+# pytest workers: one per core (JOBS=N to choose). Most of the unit tests' time is spent
+# waiting (subprocesses, kernels, the network), so they get twice as many workers as cores.
+JOBS ?= $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+UNIT_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
+
 # ruff for style and bugs; lint-imports for the package's floors ([tool.importlinter] in
 # pyproject.toml: a module imports only the floors below its own).
 lint: install-test
@@ -87,15 +118,19 @@ lint: install-test
 	$(VENV)/bin/lint-imports
 
 unit: install-test
-	$(PY) -m pytest tests --ignore=tests/browser
+	$(PY) -m pytest tests --ignore=tests/browser -n $(UNIT_JOBS)
 
+# Both editions and the solutions, each notebook's cells on one worker (its kernel).
 notebooks: install-test
-	$(PY) -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks
+	$(PY) -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider -n $(JOBS) \
+		--dist loadfile notebooks
 
 # The widgets and the offline book in a real browser: JupyterLab + headless Debian
 # Chromium, driven by Playwright. Screenshots land in test-artifacts/browser/.
+# Two browsers at once: the README's path (a long JupyterLab session) beside the rest,
+# grouped so that the tests sharing a JupyterLab or the executed book run on one worker.
 browser: install-test chromium
-	$(PY) -m pytest -p no:cacheprovider tests/browser
+	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadgroup tests/browser
 
 # The oldest versions pyproject.toml allows, Google Colab's stack and the newest releases,
 # each in its own virtual environment under .nox/, running the unit tests and every English
@@ -106,7 +141,8 @@ browser: install-test chromium
 NOX_SESSIONS := oldest colab newest
 compat: install-test
 	@for session in $(NOX_SESSIONS); do \
-		$(if $(filter cpu,$(TORCH)),ROPE_LAB_TORCH_INDEX=$(TORCH_CPU_INDEX)) $(VENV)/bin/nox --no-color -s $$session || exit 1; \
+		$(if $(filter cpu,$(TORCH)),ROPE_LAB_TORCH_INDEX=$(TORCH_CPU_INDEX)) ROPE_LAB_JOBS=$(JOBS) \
+			$(VENV)/bin/nox --no-color -s $$session || exit 1; \
 		$(if $(KEEP_NOX),,rm -rf .nox/$$session;) \
 	done
 
@@ -126,18 +162,28 @@ chromium:
 book: install-test
 	$(PY) -m rope_lab.book --out build/book
 
-# Point the README badges, every notebook's install cell and the book's links at URL, pinned
-# at the release REF (a tag you then make on the commit that records this, or a commit hash).
+# Point the README badges, every notebook's install cell and the book's links at URL (GitHub,
+# GitLab or Codeberg), its links at the release REF (a tag you then make, or a commit hash).
+# Run it twice with a commit in between: the first run writes the settings and links, the
+# second pins the install cell at that commit (a commit, unlike a tag, cannot be moved).
 set-repository: install
 	@test -n "$(URL)" -a -n "$(REF)" || { echo "usage: make set-repository URL=https://github.com/OWNER/NAME REF=v1.0"; exit 2; }
 	$(PY) -m rope_lab.book --set-repository "$(URL)" --ref "$(REF)"
 
 # One source, two languages: new or changed English text gets empty or fuzzy catalog entries
 # (notebooks/locale/zh_CN/LC_MESSAGES/*.po), then notebooks/zh_CN/ is rebuilt from the English
-# notebooks and the catalogs. Translators edit only the .po files.
+# notebooks and the catalogs. Translators edit only the .po files. The build checks every
+# translation first (no markup, URL scheme, control character or {field} the English lacks)
+# and writes nothing while one fails; both steps write all their files or none.
 translations: install-test
 	$(PY) -m rope_lab.translations update
 	$(PY) -m rope_lab.translations build
+
+# Every bug of the mutant catalogue, planted alone in a temporary copy of the package, must be
+# caught by a check of the notebook that teaches it (a ✘, not a crash), with the optional
+# extras and without them. tests/test_mutants.py runs the same under `make unit`.
+mutants: install-test
+	$(PY) tests/mutants/run.py
 
 # Rebuild the course's Chinese font (rope_lab/book_assets/cjk-subset.otf: the book, the lab
 # and the figures) after adding Chinese text outside GB 2312 level 1 (needs fonts-noto-cjk).

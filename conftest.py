@@ -6,7 +6,8 @@ here: no cell writes to stderr (warnings included); every cell can be re-run aft
 last cell first, as for a learner who goes back to a cell; `--nbval-no-rerun` skips that
 pass); and each
 notebook's run time is reported in the summary, so the "under 20 s" budget and the cost of
-the re-run pass are visible on every run.
+the re-run pass are visible on every run (also with pytest-xdist: run a notebook's cells on
+one worker, ``-n N --dist loadfile``, as `make notebooks` does).
 """
 
 import time
@@ -75,8 +76,10 @@ def pytest_runtest_call(item):
     try:
         return (yield)
     finally:
-        seconds = _rerun_seconds if getattr(item, "rerun", False) else _notebook_seconds
-        seconds[_name(item.path)] += time.perf_counter() - start
+        # reported with the test (user_properties travel from an xdist worker to the
+        # process that prints the summary)
+        item.user_properties.append(("rope_lab_cell_seconds", (
+            _name(item.path), getattr(item, "rerun", False), time.perf_counter() - start)))
         stderr = [
             output.get("text", "")
             for output in getattr(item, "test_outputs", None) or []
@@ -84,6 +87,15 @@ def pytest_runtest_call(item):
         ]
         if stderr:
             raise AssertionError("cell wrote to stderr:\n" + "".join(stderr))
+
+
+def pytest_runtest_logreport(report):
+    if report.when != "call":
+        return
+    for key, value in report.user_properties:
+        if key == "rope_lab_cell_seconds":
+            name, rerun, seconds = value
+            (_rerun_seconds if rerun else _notebook_seconds)[name] += seconds
 
 
 def _name(path: Path) -> str:

@@ -12,6 +12,13 @@ every notebook (course and solutions).
   deprecation in a new transformers, numpy or matplotlib shows up here before a learner
   sees it. torch is the exception, see :func:`newest`.
 
+Each session runs what the releases it installs can change: the test files and notebooks
+that depend on a course library whose installed release differs from .venv's (the rule,
+and why it is safe, is scripts/version_dependent.py's; the session logs which releases
+differ and how many files it runs), on every core (``ROPE_LAB_JOBS``, which ``make test
+JOBS=N`` sets). torch is installed with pip, as ``make`` installs it (the machine's pip
+configuration applies), everything else with uv.
+
 Run one with ``.venv/bin/nox -s oldest`` (or ``make compat`` for all three). The virtual
 environments live in ``.nox/`` and are reused between runs; ``make compat`` removes each
 one once its session passes (``KEEP_NOX=1`` keeps them). Each session first checks that the
@@ -21,6 +28,7 @@ with a message instead of pip's "No space left on device" half an hour into ``ma
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -57,17 +65,17 @@ COLAB = [
     "ipykernel==6.17.1",
 ]
 
-# What each session runs, after installing: the unit tests, then every notebook. Not the
-# tests of the pinned install itself (test_project, test_install: `make test` runs those).
-UNIT = ["pytest", "-q", "-p", "no:cacheprovider", "tests", "--ignore=tests/browser",
-        "--ignore=tests/test_project.py", "--ignore=tests/test_install.py"]
-# The notebooks run once each, in English: the Chinese twins run the same code (tests/test_i18n.py
-# checks that), and the re-run after Run All tests the notebooks, not the library versions;
-# `make notebooks` runs both. That keeps `make test` inside CI's time.
+# What each session runs, after installing: the unit tests and every English notebook and
+# solution (the Chinese twins run the same code: tests/test_i18n.py checks that), each once
+# (the re-run after Run All tests the notebooks, not the library versions; `make notebooks`
+# runs both editions and the re-run), on every core. Not the tests of the pinned install
+# itself (test_project, test_install: `make test` runs those); of the rest, the files that
+# depend on a course library whose release here differs from .venv's
+# (scripts/version_dependent.py says which, and why).
+UNIT = ["pytest", "-q", "-p", "no:cacheprovider"]
+NOT_FOR_SESSIONS = {"tests/test_project.py", "tests/test_install.py"}
 NOTEBOOKS = ["pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
-             "--nbval-no-rerun", "--ignore=notebooks/zh_CN", "notebooks"]
-# Colab never builds the offline book; that test executes every notebook a second time.
-NOT_ON_COLAB = ["--deselect", "tests/test_book.py::test_the_book_of_the_course"]
+             "--nbval-no-rerun", "--dist", "loadfile"]
 EXTRAS = "test,lab,models,book"
 
 
@@ -124,15 +132,40 @@ def check_disk(name: str, location: Path, *, runner: Path = Path(sys.prefix)) ->
             f"or run the checks that need no more room: make lint unit notebooks browser")
 
 
-def _install_and_run(session: nox.Session, pins: list[str], *, newest: bool = False,
-                     skip: list[str] = ()) -> None:
+def _version_rule():
+    """scripts/version_dependent.py, the rule of what a library release can change."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("version_dependent",
+                                                  ROOT / "scripts" / "version_dependent.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def jobs() -> str:
+    """pytest workers: ROPE_LAB_JOBS (`make test JOBS=...`), else one per CPU core."""
+    return os.environ.get("ROPE_LAB_JOBS") or str(os.cpu_count() or 1)
+
+
+def _uv() -> str:
+    """The uv that `make` installed beside the Python running nox."""
+    found = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if found is None:
+        raise RuntimeError("uv is missing from .venv: run `make install-test` again")
+    return found
+
+
+def _install_and_run(session: nox.Session, pins: list[str], *, newest: bool = False) -> None:
     try:
         check_disk(session.name, Path(session.virtualenv.location))
     except RuntimeError as error:
         session.error(str(error))
     constraints = Path(session.create_tmp()) / "constraints.txt"
     constraints.write_text("\n".join(pins) + "\n")
-    # `make test TORCH=cpu` passes PyTorch's CPU index on, so no session pulls CUDA wheels
+    # torch through pip, as `make` installs it (your pip configuration, a mirror or the
+    # machine's own wheels, applies); `make test TORCH=cpu` passes PyTorch's CPU index on,
+    # so no session pulls CUDA wheels
     torch_index = os.environ.get("ROPE_LAB_TORCH_INDEX")
     index = ["--index-url", torch_index] if torch_index else ["--constraint", str(constraints)]
     if newest and torch_index:
@@ -144,15 +177,36 @@ def _install_and_run(session: nox.Session, pins: list[str], *, newest: bool = Fa
                                     silent=True).strip().splitlines()[-1]
     pins = [pin for pin in pins if not pin.startswith("torch==")] + [f"torch=={installed}"]
     constraints.write_text("\n".join(pins) + "\n")
-    upgrade = ["--upgrade", "--upgrade-strategy", "eager"] if newest else []
-    session.install(*upgrade, "--constraint", str(constraints), "-e", f".[{EXTRAS}]")
-    session.run("python", "-c", "import numpy, matplotlib, ipywidgets, torch, transformers; "
-                "print('numpy', numpy.__version__, '| matplotlib', matplotlib.__version__, "
-                "'| ipywidgets', ipywidgets.__version__, '| torch', torch.__version__, "
-                "'| transformers', transformers.__version__)")
+    # the rest through uv, as `make` does: seconds where pip takes minutes
+    upgrade = ["--upgrade"] if newest else []
+    python = str(Path(session.virtualenv.bin) / "python")
+    session.run_install(_uv(), "pip", "install", "--quiet", "--python", python, *upgrade,
+                        "--constraint", str(constraints), "-e", f".[{EXTRAS}]", external=True)
+    rule = _version_rule()
+    course = sorted(rule.course_distributions())
+    versions = json.loads(session.run_install(
+        "python", "-c", "import json, sys; sys.path.insert(0, 'scripts'); "
+        "import version_dependent as rule; print(json.dumps(rule.installed_versions("
+        f"{course!r})))", silent=True).strip().splitlines()[-1])
+    changed = rule.changed_distributions(versions)
+    session.log("releases that differ from .venv's: " + (", ".join(
+        f"{name} {versions.get(name)}" for name in sorted(changed)) or "none"))
+    tests = [path for path in sorted((ROOT / "tests").glob("test_*.py"))
+             if path.relative_to(ROOT).as_posix() not in NOT_FOR_SESSIONS]
+    from rope_lab.course import notebook_files
+
+    notebooks = notebook_files(ROOT / "notebooks") + notebook_files(ROOT / "notebooks"
+                                                                    / "solutions")
+    tests, notebooks = (rule.dependent_files(tests, changed),
+                        rule.dependent_files(notebooks, changed))
+    session.log(f"{len(tests)} test files and {len(notebooks)} notebooks depend on them")
     env = {"MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
-    session.run(*UNIT, *skip, *session.posargs, env=env)
-    session.run(*NOTEBOOKS, env=env)
+    if tests:
+        session.run(*UNIT, "-n", jobs(), *[p.relative_to(ROOT).as_posix() for p in tests],
+                    *session.posargs, env=env)
+    if notebooks:
+        session.run(*NOTEBOOKS, "-n", jobs(),
+                    *[p.relative_to(ROOT).as_posix() for p in notebooks], env=env)
 
 
 @nox.session
@@ -164,7 +218,7 @@ def oldest(session: nox.Session) -> None:
 @nox.session
 def colab(session: nox.Session) -> None:
     """Google Colab's stack: ipywidgets 7.7.1, transformers 4.x, numpy 2.0, matplotlib 3.10."""
-    _install_and_run(session, COLAB + [f"torch=={TORCH_HERE}"], skip=NOT_ON_COLAB)
+    _install_and_run(session, COLAB + [f"torch=={TORCH_HERE}"])
 
 
 @nox.session

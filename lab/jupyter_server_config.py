@@ -13,14 +13,14 @@ both set something.
   with CurveZMQ keys the server hands each kernel (ipykernel 7 declares support), that
   traffic is encrypted, and ipykernel no longer warns at every kernel start that it is
   "running over TCP without encryption ... susceptible to eavesdropping".
-- `git status` stays clean after a class: see :func:`git_compares_saved_notebooks`.
+- `git status` stays clean after a class: the server extension in ``git_after_save.py``.
 """
 
-import os
-import subprocess
+import sys
 from pathlib import Path
 
-ASSETS = Path(__file__).resolve().parents[1] / "rope_lab" / "book_assets"
+HERE = Path(__file__).resolve().parent
+ASSETS = HERE.parent / "rope_lab" / "book_assets"
 
 c = get_config()  # noqa: F821 - provided by Jupyter when it loads this file
 
@@ -45,37 +45,7 @@ if _kernels_can_encrypt():
     c.KernelManager.transport_encryption = "auto"
 
 
-def git_compares_saved_notebooks(model, os_path, contents_manager=None, **kwargs):
-    """After JupyterLab saves a notebook: make git compare it by content, not by size.
-
-    git's clean filter (`make notebook-filter`) strips a saved notebook back to what is
-    committed, so `git diff` shows nothing. `git status`, though, sees that the file's size
-    changed and lists it as modified without running the filter (git's shortcut; it holds
-    for every clean filter). Putting the notebook's index entry back with the same blob and
-    no cached file size makes the next `git status` run the filter: a notebook that was only
-    run is clean again, one whose cells were edited still shows as modified. Nothing is
-    staged or unstaged: the entry keeps its blob. Outside a git checkout, for an untracked
-    notebook, during a merge or when git is busy or missing it does nothing (an error here
-    would fail the save).
-    """
-    if model.get("type") != "notebook":
-        return
-    folder, name = os.path.split(os_path)
-
-    def git(*args, cwd=folder):
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=30)
-
-    try:
-        root = git("rev-parse", "--show-toplevel").stdout.strip()
-        entry = git("ls-files", "-z", "--stage", "--full-name", "--", name).stdout
-        fields = entry.rstrip("\0").split(None, 3)
-        if not root or len(fields) != 4 or fields[2] != "0":  # not in git, or being merged
-            return
-        mode, blob, _, path = fields
-        git("update-index", "--cacheinfo", f"{mode},{blob},{path}", cwd=root)
-    except (OSError, subprocess.SubprocessError):
-        return
-
-
-c.ContentsManager.post_save_hook = git_compares_saved_notebooks
+# git compares a saved notebook by content (lab/git_after_save.py, a server extension that
+# lab/jupyter_server_config.d/git_after_save.json enables): importable from this folder.
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))

@@ -144,7 +144,8 @@ def cached_cos_sin(seq: int, rotary_dim: int, base: float, device, dtype):
     they are computed in the graph (a lookup would break it); tables made during CUDA graph
     capture are not kept.
     """
-    device = torch.device(device)
+    if not isinstance(device, torch.device):
+        device = torch.device(device)
     if _validate._is_compiling():
         return cos_sin_table(torch.arange(seq, device=device),
                              inv_freq_values(rotary_dim, base, device, dtype), dtype)

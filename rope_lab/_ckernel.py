@@ -156,22 +156,46 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Ten
     (``apply_rope(..., backend="c")``). fresh: out (its first rotated features) starts a
     contiguous tensor the caller has just allocated, whose rows the loop may fault in first.
 
-    Kept lean (shape arithmetic, no new tensors): at a decode step (q of 8 × 64 numbers) the
-    checks around the call cost more than the loop itself.
+    Kept lean: at a decode step (q of 8 × 64 numbers) the checks and the folding of strides
+    would cost more than the loop itself, so what they conclude is kept per library, layout,
+    dtypes, shapes and strides (a model calls with the same few on every layer and step).
     """
-    plan = _plan(x, cos, sin, out, required)
-    if isinstance(plan, str):
-        if required:
-            raise BackendUnavailable(f"backend='c' cannot run here: {plan}")
-        if plan == _NO_LIBRARY:
-            _warn_once()
-        return False
-    library, (n0, n1, n2), (xs, cs, ss, os_), threads = plan
-    function = getattr(library, f"rope_{layout}_{_DTYPE_NAMES[x.dtype]}")
-    function(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), out.data_ptr(),
-             _int64s(*xs, *cs, *ss, *os_, n0, n1, n2, cos.shape[-1], threads,
-                     _populate_row_bytes(out, fresh)))
-    return True
+    if not _enabled:
+        reason = "it is turned off for this block (rope_lab._ckernel.disabled())"
+    elif not (x.layout is out.layout is cos.layout is sin.layout is torch.strided):
+        reason = "it needs plain strided tensors"
+    else:
+        library = _library if _library is not None else _load()
+        if library is None:
+            reason = f"{_reason}" if required else _NO_LIBRARY
+        else:
+            threads = torch.get_num_threads() if x.numel() >= PARALLEL_MIN_ELEMENTS else 1
+            # out and the tables share x's device, out x's dtype and shape (the dispatcher
+            # made them so); what else the checks read is here
+            key = (id(library), layout, threads, fresh, x.dtype, x.shape, x.stride(),
+                   x.is_neg(), x.device.type, out.stride(), cos.dtype, sin.dtype, cos.shape,
+                   cos.stride(), sin.stride())
+            plan = _table_plans.get(key)
+            if plan is None:
+                plan = _table_plan(library, x, cos, sin, out, layout, threads, fresh)
+                if len(_table_plans) >= 256:
+                    _table_plans.clear()
+                _table_plans[key] = plan
+            if not isinstance(plan, str):
+                function, sizes = plan
+                function(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), out.data_ptr(), sizes)
+                return True
+            reason = plan
+    if required:
+        raise BackendUnavailable(f"backend='c' cannot run here: {reason}")
+    if reason == _NO_LIBRARY:
+        _warn_once()
+    return False
+
+
+# What rotate concluded, by the properties of its arguments: why it declines (a str), or
+# (C function, its array of sizes and strides).
+_table_plans: dict = {}
 
 
 def _populate_row_bytes(out: torch.Tensor, fresh: bool) -> int:
@@ -212,19 +236,22 @@ def rotate_positions(x: torch.Tensor, positions, theta: torch.Tensor, out: torch
     """
     if not _enabled or x.layout is not torch.strided or out.layout is not torch.strided:
         return False
+    library = _library if _library is not None else _load()
+    if library is None:
+        return False
     if positions is not None and not positions.is_contiguous():
         positions = positions.contiguous()
     threads = torch.get_num_threads() if x.numel() >= PARALLEL_MIN_ELEMENTS else 1
-    key = (layout, threads, fresh, x.dtype, x.shape, x.stride(), x.is_neg(), out.stride(),
-           theta.dtype, theta.shape,
+    key = (id(library), layout, threads, fresh, x.dtype, x.shape, x.stride(), x.is_neg(),
+           out.stride(), theta.dtype, theta.shape,
            None if positions is None else (positions.dtype, positions.shape))
     plan = _position_plans.get(key)
     if plan is None:
-        plan = _plan_positions(x, positions, theta, out, layout, threads, fresh)
+        plan = _plan_positions(library, x, positions, theta, out, layout, threads, fresh)
         if len(_position_plans) >= 256:
             _position_plans.clear()
         _position_plans[key] = plan
-    if plan is None or plan is False:
+    if plan is False:
         return False
     function, sizes, count = plan
     if function(x.data_ptr(), None if positions is None else positions.data_ptr(),
@@ -239,14 +266,11 @@ def rotate_positions(x: torch.Tensor, positions, theta: torch.Tensor, out: torch
 _position_plans: dict = {}
 
 
-def _plan_positions(x, positions, theta, out, layout, threads, fresh):
+def _plan_positions(library, x, positions, theta, out, layout, threads, fresh):
     if not (theta.is_cpu and theta.stride(-1) == 1
             and (positions is None or (positions.dtype == torch.int64 and positions.is_cpu))
             and _problem(x, theta, theta, out, trusted_out=True) is None):
         return False
-    library = _library if _library is not None else _load()
-    if library is None:
-        return None  # not kept: a later call may find the library built
     if threads > 1 and not library.has_openmp:
         return False
     batch = x.shape[:-1]
@@ -265,28 +289,25 @@ def _plan_positions(x, positions, theta, out, layout, threads, fresh):
     return function, sizes, count
 
 
-def _plan(x, cos, sin, out, required):
-    """(library, folded sizes, folded strides, threads) for this call, or why not (a str)."""
-    if not _enabled:
-        return "it is turned off for this block (rope_lab._ckernel.disabled())"
+def _table_plan(library, x, cos, sin, out, layout, threads, fresh):
+    """(C function, sizes) for :func:`rotate`, or why not (a str)."""
     reason = _problem(x, cos, sin, out)
     if reason is not None:
         return reason
-    library = _library if _library is not None else _load()
-    if library is None:
-        return f"{_reason}" if required else _NO_LIBRARY
     batch = x.shape[:-1]
     dims = _strides.fold(batch, [x.stride()[:-1], _strides.broadcast_strides(cos, batch),
                                  _strides.broadcast_strides(sin, batch), out.stride()[:-1]])
     if dims is None:
         return (f"x's leading dims {tuple(batch)} with strides {x.stride()[:-1]} do not fold "
                 "into three")
-    threads = torch.get_num_threads() if x.numel() >= PARALLEL_MIN_ELEMENTS else 1
     if threads > 1 and not library.has_openmp:
         # one C thread loses to several eager ones
         return (f"the library was built without OpenMP and torch uses {threads} threads "
                 "(torch.set_num_threads(1) lets it run)")
-    return library, *dims, threads
+    (n0, n1, n2), (xs, cs, ss, os_) = dims
+    function = getattr(library, f"rope_{layout}_{_DTYPE_NAMES[x.dtype]}")
+    return function, _int64s(*xs, *cs, *ss, *os_, n0, n1, n2, cos.shape[-1], threads,
+                             _populate_row_bytes(out, fresh))
 
 
 def _problem(x, cos, sin, out, *, trusted_out: bool = False) -> str | None:

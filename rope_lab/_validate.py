@@ -7,6 +7,7 @@ who passes a bad value reads one sentence and knows what to change.
 from __future__ import annotations
 
 import math
+import numbers
 import weakref
 from collections.abc import Sequence
 
@@ -100,15 +101,6 @@ def check_finite_number(value, name: str) -> float:
     return float(value)
 
 
-def check_positive_number(value, name: str) -> float:
-    """A finite number greater than zero (a scale factor)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {value!r} of type {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number greater than 0, got {value}")
-    return float(value)
-
-
 def check_int(value, name: str) -> int:
     """Any int (a position may be 0 or negative), never a bool or a float."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -117,14 +109,26 @@ def check_int(value, name: str) -> int:
 
 
 def check_base(base, name: str = "base") -> float:
-    """A finite number greater than zero (θ_i = base^(−2i/d) needs a positive base)."""
+    """A finite number greater than zero (θ_i = base^(−2i/d) needs a positive base).
+
+    Any real number: a Python int or float, a NumPy scalar (``np.float32(5e5)`` is exactly
+    500000), a one-element tensor; returned as a Python float (float64)."""
     if isinstance(base, torch.Tensor) and base.numel() == 1:
         base = base.item()
-    if isinstance(base, bool) or not isinstance(base, (int, float)):
+    if isinstance(base, bool) or not isinstance(base, numbers.Real):  # NumPy's bool is not
         raise TypeError(f"{name} must be a number, got {base!r} of type {type(base).__name__}")
-    if not math.isfinite(base) or base <= 0:
+    try:
+        value = float(base)
+    except OverflowError:  # an int past float's range (10**400): no frequency survives it
+        raise ValueError(f"{name} must be a finite number greater than 0 and below "
+                         f"{_FLOAT_MAX:.3g} (float64's largest), got an int of "
+                         f"{len(str(abs(int(base))))} digits") from None
+    if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number greater than 0, got {base}")
-    return float(base)
+    return value
+
+
+_FLOAT_MAX = 1.7976931348623157e308
 
 
 def check_layout(layout) -> str:
@@ -247,6 +251,11 @@ def check_rotary_dim(rotary_dim, dim: int) -> int:
 
 
 _INTEGER_DTYPES = frozenset((torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64))
+# torch ≥ 2.3 has these, with few operations (no abs, no arithmetic on CPU); NumPy's uint16
+# and uint32 arrays arrive as them. Their values fit int64, which they are turned into.
+_WIDE_UNSIGNED = tuple(getattr(torch, name) for name in ("uint16", "uint32")
+                       if hasattr(torch, name))
+_UINT64 = getattr(torch, "uint64", None)
 
 
 def as_positions(positions, *, device=None, name: str = "positions") -> torch.Tensor:
@@ -266,6 +275,9 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
             else positions.to(device)
         if tensor.dtype in _INTEGER_DTYPES:  # the common case: nothing to read, nothing to check
             return tensor
+        tensor = _unsigned_as_int64(tensor, name)
+        if tensor.dtype == torch.int64:
+            return tensor
     elif isinstance(positions, (int, float, range, Sequence)) or hasattr(positions, "__array__"):
         if isinstance(positions, bool):
             raise TypeError(f"{name} must be numbers, got {positions!r}")
@@ -276,6 +288,7 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
                 tensor = torch.as_tensor(positions, dtype=torch.float64, device=device)
         except (TypeError, ValueError, RuntimeError) as error:
             raise TypeError(f"{name} must be numbers, got {positions!r}") from error
+        tensor = _unsigned_as_int64(tensor, name)
     else:
         raise TypeError(
             f"{name} must be a tensor, a number or a sequence of numbers, "
@@ -298,39 +311,43 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
     return tensor
 
 
-def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size, *,
-                          name: str = "positions", width: int | None = None) -> None:
+def _unsigned_as_int64(tensor: torch.Tensor, name: str) -> torch.Tensor:
+    """uint16 / uint32 positions as int64 (exact); uint64 refused: torch cannot compute with
+    it and its values may not fit int64."""
+    if tensor.dtype in _WIDE_UNSIGNED:
+        return tensor.to(torch.int64)
+    if _UINT64 is not None and tensor.dtype == _UINT64:
+        raise TypeError(f"{name} have dtype torch.uint64, which torch cannot compute with; "
+                        "expected int64 positions (positions.to(torch.int64), or "
+                        "numpy's .astype('int64'))")
+    return tensor
+
+
+def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size) -> None:
     """positions: one per token, ``(seq,)`` or a full ``x.shape[:-1]``-shaped broadcast.
 
     Plain broadcasting would accept two shapes that are almost always mistakes and give a
     silently wrong answer: a single position for many tokens, and Hugging Face-style
     ``(batch, seq)`` positions against ``(batch, heads, seq, dim)`` queries, which align with
-    the *heads* dimension when batch == heads. The same rule holds for the leading dims of a
-    cos/sin table (``name="cos"``, ``width``: its last dim, shown in the messages).
+    the *heads* dimension when batch == heads.
     """
     shape = positions.shape
     if (shape, batch_shape) in _shapes_that_broadcast:
         return
     seq = batch_shape[-1]
-    tail = () if width is None else (width,)
-    shown = tuple(shape) + tail
-    unit = "position" if width is None else "row"
     if positions.ndim == 0 or positions.shape[-1] != seq:
-        got = f"a single {unit}" if positions.ndim == 0 else f"{positions.shape[-1]} {unit}s"
+        got = "a single position" if positions.ndim == 0 else f"{positions.shape[-1]} positions"
         raise ValueError(
-            f"{name} of shape {shown} give {got} for {seq} tokens; expected one {unit} per "
-            f"token: shape {(seq, *tail)} or one that broadcasts to x.shape[:-1] = "
-            f"{tuple(batch_shape)}{'' if width is None else ' (plus the last dim)'}"
+            f"positions of shape {tuple(positions.shape)} give {got} for {seq} tokens; "
+            f"expected one position per token: shape ({seq},) or one that broadcasts to "
+            f"x.shape[:-1] = {tuple(batch_shape)}"
         )
     if 1 < positions.ndim < len(batch_shape):
-        index = ":, None, :" if len(batch_shape) == 3 else "..., None, :"
-        if width is not None:
-            index += ", :"
+        example = "positions[:, None, :]" if len(batch_shape) == 3 else "positions[..., None, :]"
         raise ValueError(
-            f"{name} of shape {shown} are ambiguous for x.shape[:-1] = "
-            f"{tuple(batch_shape)}: give them {len(batch_shape) + len(tail)} dimensions (for "
-            f"(batch, seq{', r' * len(tail)}) {name} and (batch, heads, seq, dim) x use "
-            f"{name}[{index}]) or shape {(seq, *tail)}"
+            f"positions of shape {tuple(positions.shape)} are ambiguous for x.shape[:-1] = "
+            f"{tuple(batch_shape)}: give them {len(batch_shape)} dimensions (for (batch, seq) "
+            f"positions and (batch, heads, seq, dim) x use {example}) or shape ({seq},)"
         )
     # Shape arithmetic by hand (torch.broadcast_shapes costs more than the rotation of a
     # decode step): every dim of positions, aligned from the right, is 1 or x's.
@@ -338,9 +355,9 @@ def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size, *,
     if offset < 0 or any(size not in (1, batch_shape[offset + k])
                          for k, size in enumerate(positions.shape)):
         raise ValueError(
-            f"{name} of shape {shown} do not broadcast to x.shape[:-1] = "
-            f"{tuple(batch_shape)}{'' if width is None else ' (plus the last dim)'}; "
-            f"expected a shape like {(seq, *tail)} or one that broadcasts to it"
+            f"positions of shape {tuple(positions.shape)} do not broadcast to x.shape[:-1] = "
+            f"{tuple(batch_shape)}; expected a shape like ({seq},) or one that "
+            f"broadcasts to {tuple(batch_shape)}"
         )
     if len(_shapes_that_broadcast) >= 256:
         _shapes_that_broadcast.clear()
@@ -408,30 +425,53 @@ def _remember_finite(inv_freq: torch.Tensor) -> None:
 def check_tables(cos, sin, x: torch.Tensor, rotary_dim: int, layout: str) -> bool:
     """cos and sin tables for x: True when they are transformers' duplicated ``(..., seq, r)``
     (one value per feature), False for ``(..., seq, r/2)`` (one value per pair); r is
-    rotary_dim. Their leading dims follow the positions' rule (:func:`check_positions_shape`).
-    A duplicated table whose two copies of a pair's value differ (the other layout's pairing,
-    or not a duplicated table at all) is refused where its values can be read for free (a
-    CPU tensor)."""
-    for name, table in (("cos", cos), ("sin", sin)):
-        if table is None:
-            raise ValueError(f"pass both cos and sin tables, got only "
-                             f"{'sin' if name == 'cos' else 'cos'}")
-        check_float_tensor(table, name)
-    conventions = (f"expected transformers' (..., seq, {rotary_dim}) (one value per feature, "
-                   f"duplicated) or (..., seq, {rotary_dim // 2}) (one value per pair, as "
-                   f"flash-attention and vLLM) for rotary_dim = {rotary_dim}")
+    rotary_dim. Their leading dims follow the positions' rule (:func:`check_positions_shape`:
+    transformers' ``(batch, seq, r)`` against ``(batch, heads, seq, dim)`` x would align batch
+    with heads). A duplicated table whose two copies of a pair's value differ (the other
+    layout's pairing, or not a duplicated table at all) is refused where its values can be
+    read for free (a CPU tensor)."""
+    if cos is None or sin is None:
+        given = "cos" if sin is None else "sin"
+        raise ValueError(f"pass both cos and sin tables, got only {given}")
+    check_float_tensor(cos, "cos")
+    check_float_tensor(sin, "sin")
     if cos.shape != sin.shape or cos.dtype != sin.dtype:
         raise ValueError(f"cos and sin must have the same shape and dtype, got cos "
                          f"{tuple(cos.shape)} {cos.dtype} and sin {tuple(sin.shape)} "
-                         f"{sin.dtype}; {conventions}")
+                         f"{sin.dtype}")
     if cos.ndim < 2 or cos.shape[-1] not in (rotary_dim, rotary_dim // 2):
-        raise ValueError(f"cos and sin of shape {tuple(cos.shape)} fit neither table "
-                         f"convention: {conventions} (a partial rotary table needs rotary_dim)")
+        raise ValueError(
+            f"cos and sin of shape {tuple(cos.shape)} fit neither table convention: expected "
+            f"(..., seq, {rotary_dim}), one value per feature, duplicated (transformers), or "
+            f"(..., seq, {rotary_dim // 2}), one value per pair (flash-attention, vLLM), for "
+            f"rotary_dim = {rotary_dim}; a table for partial rotary needs rotary_dim")
     if cos.device != x.device and x.device.type != "meta":
         raise ValueError(f"cos and sin must be on x's device {x.device}, got {cos.device}")
     check_has_data(cos, "cos")
-    duplicated = cos.shape[-1] == rotary_dim
-    check_positions_shape(cos[..., 0], x.shape[:-1], name="cos", width=cos.shape[-1])
+    batch, leading, width = x.shape[:-1], cos.shape[:-1], cos.shape[-1]
+    if (leading, batch) not in _shapes_that_broadcast:
+        seq = batch[-1]
+        if leading[-1] != seq:
+            raise ValueError(
+                f"cos and sin of shape {tuple(cos.shape)} give {leading[-1]} rows for {seq} "
+                f"tokens; expected one row per token: shape ({seq}, {width}), or leading dims "
+                f"that broadcast to x.shape[:-1] = {tuple(batch)}")
+        if 1 < len(leading) < len(batch):
+            raise ValueError(
+                f"cos and sin of shape {tuple(cos.shape)} are ambiguous for x.shape[:-1] = "
+                f"{tuple(batch)}: give them {len(batch) + 1} dimensions (transformers' "
+                f"(batch, seq, r) tables against (batch, heads, seq, dim) x need cos[:, None] "
+                f"and sin[:, None]) or shape ({seq}, {width})")
+        offset = len(batch) - len(leading)
+        if offset < 0 or any(size not in (1, batch[offset + k])
+                             for k, size in enumerate(leading)):
+            raise ValueError(
+                f"cos and sin of shape {tuple(cos.shape)} do not broadcast to x.shape[:-1] = "
+                f"{tuple(batch)} (plus their last dim); expected a shape like ({seq}, {width})")
+        if len(_shapes_that_broadcast) >= 256:
+            _shapes_that_broadcast.clear()
+        _shapes_that_broadcast.add((leading, batch))
+    duplicated = width == rotary_dim
     if duplicated and cos.is_cpu and values_readable(cos):
         half = rotary_dim // 2
         for name, table in (("cos", cos), ("sin", sin)):
@@ -443,8 +483,8 @@ def check_tables(cos, sin, x: torch.Tensor, rotary_dim: int, layout: str) -> boo
                 raise ValueError(
                     f"{name} of shape {tuple(table.shape)} reads as transformers' duplicated "
                     f"table (last dim {rotary_dim} = rotary_dim), but its two copies of each "
-                    f"pair's value differ: for layout={layout!r} they are {pairing}; "
-                    f"{conventions}")
+                    f"pair's value differ: for layout={layout!r} they are {pairing}; for one "
+                    f"value per pair pass (..., seq, {rotary_dim // 2})")
     return duplicated
 
 

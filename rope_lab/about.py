@@ -1,4 +1,5 @@
-"""Notebook 00's two tables: the course map (from ``course.NOTEBOOKS``) and this machine.
+"""Notebook 00's tables: the course map (from ``course.NOTEBOOKS``), the ways to run the course
+and this machine.
 
 Both return plain text, so a notebook shows them with ``Markdown(...)`` or ``print`` and a
 test can read them.
@@ -55,6 +56,54 @@ def course_map_markdown(notebooks=course.NOTEBOOKS, notebook_dir: Path = NOTEBOO
         )
     minutes, total = sum(notebook.minutes for notebook in notebooks), _("total")
     rows.append(f"| | **{total}** | **{minutes}** | | |")
+    return "\n".join(rows)
+
+
+# Where the course runs: (where, how). The Colab and Binder rows need a published copy
+# (course.REPOSITORY); an unpublished one gets the row that says so instead.
+WAYS_TO_RUN = (
+    (N_("**JupyterLab** (local)"),
+     N_("`make lab` in the repository: it builds `.venv` with pinned versions from PyPI (about a "
+        "minute) and opens JupyterLab. `make test` runs every check, notebooks included. Saving a "
+        "notebook you ran never dirties the repository: git strips the outputs (nbstripout).")),
+    (N_("**conda**"),
+     N_("`conda env create -f environment.yml`, `conda activate rope_lab`, then "
+        "`jupyter lab notebooks/`.")),
+    (N_("**VS Code**"),
+     N_("open the repository folder, run `make install` once, open a notebook and pick the "
+        "`.venv` Python as its kernel. Sliders need the Jupyter extension, which brings "
+        "ipywidgets support.")),
+)
+PUBLISHED_WAYS = (
+    (N_("**Google Colab**"),
+     N_("use the Colab link in the map. The first cell of every notebook installs `rope_lab` "
+        "there (with the real model weights) and does nothing anywhere else; if it cannot, it "
+        "says what to check.")),
+    (N_("**Binder**"),
+     N_("the Binder badge in the README opens the whole course in JupyterLab in the browser, "
+        "built from `environment.yml`.")),
+)
+UNPUBLISHED_WAY = (
+    N_("**Google Colab, Binder**"),
+    N_("not from this copy: it names no published repository, so the map links each notebook's "
+       "file and the README has no Colab or Binder badge. Whoever publishes the course runs "
+       "`make set-repository URL=… REF=…`; from then on the map opens each notebook in Colab "
+       "and a README badge opens the course in Binder."))
+OFFLINE_WAY = (
+    N_("**offline**"),
+    N_("`make book` writes the course as web pages (`build/book/`) that need no network: "
+       "formulas and Chinese words render from files inside the site."))
+
+
+def ways_to_run_markdown(repository=None) -> str:
+    """Notebook 00's "How to run" table, in the course's language: Colab and Binder only
+    when the course names where it is published (``repository``, default
+    ``course.REPOSITORY``), else one row that says why this copy has no such links."""
+    published = course.REPOSITORY if repository is None else repository
+    ways = WAYS_TO_RUN + (PUBLISHED_WAYS if published else (UNPUBLISHED_WAY,)) + (OFFLINE_WAY,)
+    where_header, how_header = _("where"), _("how")  # outside the f-string: the catalog sees them
+    rows = [f"| {where_header} | {how_header} |", "|---|---|"]
+    rows += [f"| {_(where)} | {_(how)} |" for where, how in ways]
     return "\n".join(rows)
 
 

@@ -16,14 +16,19 @@ from rope_lab import _validate
 from rope_lab.rope import DEFAULT_BASE, inv_freq
 
 
-def _check_length_dim(length, dim) -> None:
+def _check_length_dim(length, dim, function: str = "", bytes_per_entry: int = 8) -> None:
+    """Positive ints, and a table within ``MAX_TABLE_BYTES`` (``bytes_per_entry``: what one
+    entry costs at the builder's peak, its float64 work included)."""
     _validate.check_positive_int(length, "length")
     _validate.check_positive_int(dim, "dim")
+    if function:
+        _validate.check_table_size(function, f"length={length} × dim={dim}",
+                                   length * dim * bytes_per_entry)
 
 
 def integer_pe(length: int, dim: int) -> torch.Tensor:
     """PE(p) = (p, p, …, p): unique, but grows without bound and drowns the embedding."""
-    _check_length_dim(length, dim)
+    _check_length_dim(length, dim, "integer_pe", 8)
     return torch.arange(length, dtype=torch.float32)[:, None].expand(length, dim).clone()
 
 
@@ -37,7 +42,7 @@ def binary_pe(length: int, dim: int) -> torch.Tensor:
 
     ``dim`` bits count only to 2^dim − 1, so ``length`` may not exceed 2^dim.
     """
-    _check_length_dim(length, dim)
+    _check_length_dim(length, dim, "binary_pe", 20)  # int64 bits, then float32
     if dim < 63 and length > 2**dim:
         raise ValueError(
             f"binary_pe with dim = {dim} bits can number at most 2**{dim} = {2**dim} "
@@ -50,7 +55,7 @@ def binary_pe(length: int, dim: int) -> torch.Tensor:
 
 def sin_only_pe(length: int, dim: int, base: float = DEFAULT_BASE) -> torch.Tensor:
     """PE(p)_i = sin(p / base^(i/dim)): smooth, but no fixed linear map takes PE(p) to PE(p+k)."""
-    _check_length_dim(length, dim)
+    _check_length_dim(length, dim, "sin_only_pe", 20)  # float64 angles, then float32
     base = _validate.check_base(base)
     positions = torch.arange(length, dtype=torch.float64)[:, None]
     frequencies = base ** -(torch.arange(dim, dtype=torch.float64) / dim)
@@ -67,6 +72,7 @@ def sinusoidal_pe(length: int, dim: int, base: float = DEFAULT_BASE) -> torch.Te
     """
     _validate.check_positive_int(length, "length")
     _validate.check_dim(dim)
+    _check_length_dim(length, dim, "sinusoidal_pe", 28)  # float64 angles, sin, cos, float32
     base = _validate.check_base(base)
     positions = torch.arange(length, dtype=torch.float64)[:, None]
     omega = inv_freq(dim, base, dtype=torch.float64)  # ω_i = base^(−2i/dim), RoPE's θ_i
@@ -90,6 +96,8 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.max_len = _validate.check_positive_int(max_len, "max_len")
         self.dim = _validate.check_positive_int(dim, "dim")
+        _validate.check_table_size("LearnedPositionalEmbedding", f"max_len={max_len} × dim={dim}",
+                                   max_len * dim * 4)
         self.table = nn.Embedding(max_len, dim)
         nn.init.normal_(self.table.weight, std=0.02)  # BERT's initialiser range
 
@@ -293,6 +301,7 @@ def trained_table(rows: int, *, seed: int = 0):
 
     def encode(length: int, dim: int) -> torch.Tensor:
         _check_length_dim(length, dim)
+        _validate.check_table_size("trained_table", f"rows={rows} × dim={dim}", rows * dim * 4)
         if dim not in tables:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed * 1_000_003 + dim)

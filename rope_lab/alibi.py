@@ -30,6 +30,7 @@ def alibi_slopes(n_heads: int, *, device=None, dtype=torch.float32) -> torch.Ten
     """
     _validate.check_positive_int(n_heads, "n_heads")
     _check_float_dtype(dtype)
+    _validate.check_table_size("alibi_slopes", f"n_heads={n_heads}", n_heads * 40)  # a list
     return torch.tensor(_slopes(n_heads), dtype=torch.float64, device=device).to(dtype)
 
 
@@ -58,6 +59,10 @@ def alibi_bias(seq_len: int, n_heads: int, *, device=None,
     """
     _validate.check_positive_int(seq_len, "seq_len")
     _check_float_dtype(dtype)
+    _validate.check_positive_int(n_heads, "n_heads")
+    # float64 distances and bias, then the result in dtype
+    _validate.check_table_size("alibi_bias", f"n_heads={n_heads} × seq_len²={seq_len}²",
+                               n_heads * seq_len * seq_len * 8 * 2 + seq_len * seq_len * 8)
     slopes = alibi_slopes(n_heads, device=device, dtype=torch.float64)
     positions = torch.arange(seq_len, device=device, dtype=torch.float64)
     distance = (positions[:, None] - positions[None, :]).abs()

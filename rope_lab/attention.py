@@ -46,6 +46,7 @@ def causal_mask(seq_q: int, seq_k: int | None = None, *, device=None) -> torch.T
     """
     _validate.check_positive_int(seq_q, "seq_q")
     seq_k = seq_q if seq_k is None else _validate.check_positive_int(seq_k, "seq_k")
+    _validate.check_table_size("causal_mask", f"seq_q={seq_q} × seq_k={seq_k}", seq_q * seq_k)
     offset = seq_k - seq_q
     rows = torch.arange(seq_q, device=device)[:, None]
     cols = torch.arange(seq_k, device=device)[None, :]

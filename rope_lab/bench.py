@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -42,7 +43,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from rope_lab import _angles, _ckernel, _eager, fast, rope
+from rope_lab import _angles, _atomic, _ckernel, _eager, _validate, fast, rope
 from rope_lab.i18n import N_, LazyText, lazy_gettext, using_language
 from rope_lab.i18n import gettext as _
 from rope_lab.implementations import (
@@ -565,10 +566,71 @@ def _main(argv=None) -> int:
     return _main_rope(argv)
 
 
+class _Refused(ValueError):
+    """An argument the command cannot run with: one line, exit status 2."""
+
+
+# x, its clone, each implementation's output and the buffers kept between turns.
+_TENSORS_PER_SHAPE = 8
+MAX_THREADS = 1024
+
+
+def _check_arguments(args, prog: str) -> None:
+    """Everything the command line asks for, checked before any timing: the --json path, the
+    shape (positive, an even feature size, tensors within MAX_TABLE_BYTES), the counts and
+    the thread count. :class:`_Refused` names the argument, the value and the limit."""
+    if getattr(args, "json", None):
+        try:
+            _atomic.check_target(args.json, "--json")
+        except ValueError as error:
+            raise _Refused(str(error)) from None
+    shape = getattr(args, "shape", None)
+    if shape is not None:
+        given = " ".join(str(n) for n in shape)
+        if any(n < 1 for n in shape):
+            raise _Refused(f"--shape {given}: every size must be at least 1")
+        if shape[-1] % 2:
+            raise _Refused(f"--shape {given}: DIM = {shape[-1]} must be even (RoPE rotates "
+                           "pairs of features)")
+        itemsize = torch.empty((), dtype=getattr(torch, args.dtype)).element_size()
+        nbytes = math.prod(shape) * itemsize * _TENSORS_PER_SHAPE
+        if nbytes > _validate.MAX_TABLE_BYTES:
+            raise _Refused(f"--shape {given}: the benchmark's tensors need "
+                           f"{_validate.format_bytes(nbytes)} (limit "
+                           f"{_validate.format_bytes(_validate.MAX_TABLE_BYTES)}, "
+                           "rope_lab._validate.MAX_TABLE_BYTES); expected a smaller shape")
+    for name in ("repeats", "calls"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise _Refused(f"--{name} {value}: must be at least 1")
+    threads = getattr(args, "threads", None)
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise _Refused(f"--threads {threads}: expected a number of threads from 1 to "
+                       f"{MAX_THREADS}")
+
+
+def _write_json(prog: str, path: str, payload: dict) -> int:
+    """Write the results whole or not at all; a full disk gets one line and status 2 (the
+    tables above stay on the screen)."""
+    try:
+        _atomic.write_text(path, json.dumps(payload, indent=1))
+    except OSError as error:
+        print(f"{prog}: could not write --json {path}: {error.strerror or error}; the results "
+              "are only in the output above", file=sys.stderr)
+        return 2
+    print(f"\nwrote {path}")
+    return 0
+
+
+def _refuse(prog: str, error: Exception) -> int:
+    print(f"{prog}: {error}", file=sys.stderr)
+    return 2
+
+
 def _device_and_dtype(parser, args):
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device is available here")
+        raise _Refused("--device cuda: no CUDA device is available here")
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     return device, getattr(torch, args.dtype)
@@ -590,10 +652,11 @@ def _main_decode(argv) -> int:
                         help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
-    for name in ("repeats", "calls"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    device, dtype = _device_and_dtype(parser, args)
+    try:
+        _check_arguments(args, parser.prog)
+        device, dtype = _device_and_dtype(parser, args)
+    except _Refused as error:
+        return _refuse(parser.prog, error)
     try:
         report = decode_benchmark(tuple(args.shape), device=device, dtype=dtype,
                                   repeats=args.repeats, calls=args.calls)
@@ -606,9 +669,7 @@ def _main_decode(argv) -> int:
           f"{info['torch_threads']} threads")
     print(format_decode(report))
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"provenance": info, "decode": report}, handle, indent=1)
-        print(f"\nwrote {args.json}")
+        return _write_json(parser.prog, args.json, {"provenance": info, "decode": report})
     return 0
 
 
@@ -632,9 +693,11 @@ def _main_rope(argv) -> int:
     parser.add_argument("--no-decode", action="store_true",
                         help="skip the per-call rows (one decode step next to HF's path)")
     args = parser.parse_args(argv)
-    if args.repeats < 1:
-        parser.error(f"--repeats must be at least 1, got {args.repeats}")
-    device, dtype = _device_and_dtype(parser, args)
+    try:
+        _check_arguments(args, parser.prog)
+        device, dtype = _device_and_dtype(parser, args)
+    except _Refused as error:
+        return _refuse(parser.prog, error)
     shape = tuple(args.shape)
     compile_baseline = args.compile or device.type == "cuda"
 
@@ -694,9 +757,7 @@ def _main_rope(argv) -> int:
                    "shape": list(shape),
                    "results": [asdict(r) for r in results], "targets": verdicts,
                    "sweeps": sweeps, "decode": decode}
-        with open(args.json, "w") as handle:
-            json.dump(payload, handle, indent=1)
-        print(f"\nwrote {args.json}")
+        return _write_json(parser.prog, args.json, payload)
     return 0
 
 
@@ -705,6 +766,10 @@ def _main_widgets(argv) -> int:
                                      description="Redraw time of every registered panel.")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
+    try:
+        _check_arguments(args, parser.prog)
+    except _Refused as error:
+        return _refuse(parser.prog, error)
     from rope_lab import widgets  # matplotlib and ipywidgets: only for this command
 
     report = widgets.redraw_times()
@@ -714,9 +779,8 @@ def _main_widgets(argv) -> int:
           "the decode and the paint, measured by tests/browser/test_panels_in_browser.py, "
           f"which can run beside CPU burners; load average now {os.getloadavg()[0]:.1f})")
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"provenance": provenance("cpu", torch.float32), "panels": report},
-                      handle, indent=1)
+        return _write_json(parser.prog, args.json,
+                           {"provenance": provenance("cpu", torch.float32), "panels": report})
     return 0
 
 

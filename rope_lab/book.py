@@ -23,7 +23,16 @@ the ``jupyter-server-mathjax`` package (the ``book`` extra), and the Chinese wor
 course, in prose, code and outputs, render from the font shipped in ``rope_lab/book_assets/``
 (made by ``scripts/cjk_font.py``; the same CSS gives it to JupyterLab under ``make lab``), so
 no CDN and no system CJK font are needed. Printed outputs are set in the code's monospace
-font. Notebooks run with encrypted kernel connections (:func:`kernel_config`).
+font. Notebooks run through :mod:`rope_lab.runner` (several at once, encrypted kernel
+connections, a run reused while the notebook and the package are unchanged).
+
+Every page passes one gate on its way out (:func:`sanitize_page`): the body of the page,
+everything a notebook, an output or a translation put there, goes through an allow-list HTML
+sanitizer (nh3, Rust's ammonia), so no script, event handler, ``javascript:`` URL, frame or
+form reaches a reader from a contributed notebook or catalog (hostile by design: a .po file
+or a notebook is text anyone can send). The book's own template (its head: MathJax, the
+fonts, the styles) is kept; formulas, figures (PNG and JPEG data URLs), tables, code
+highlighting and links still work.
 
 Importing this module is cheap; nbformat, nbclient and nbconvert are imported only when a
 book is built.
@@ -39,11 +48,12 @@ import os
 import posixpath
 import re
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rope_lab import course
+from rope_lab import _atomic, course, runner
 from rope_lab.course import COLAB_CELL, NOTEBOOKS, REF, REPOSITORY, colab_url, notebook_files
 from rope_lab.i18n import LANGUAGES, N_, _, using_language
 
@@ -137,9 +147,13 @@ def binder_url(repository=REPOSITORY, ref=REF, folder: str = "") -> str | None:
     the course names no published repository."""
     if repository is None or ref is None:
         return None
-    owner_and_name = repository.split("github.com/", 1)[1]
+    from urllib.parse import quote
+
+    found, owner, name = course.forge(repository)
+    where = found.binder.format(owner=owner, name=name, ref=ref,
+                                url=quote(course.check_repository(repository), safe=""))
     path = posixpath.join("notebooks", folder) if folder else "notebooks"
-    return f"https://mybinder.org/v2/gh/{owner_and_name}/{ref}?urlpath=lab/tree/{path}"
+    return f"https://mybinder.org/v2/{where}?urlpath=lab/tree/{path}"
 
 
 UNPUBLISHED_NOTE = (
@@ -154,12 +168,13 @@ def readme_badges(repository=REPOSITORY, ref=REF) -> str:
     Colab" badge per notebook and a Binder badge once the course is published, else a note
     saying why there are none."""
     links = repository is not None and ref is not None
-    lines = ["| # | notebook | what you learn | minutes |" + (" open |" if links else ""),
-             "|---|---|---|---|" + ("---|" if links else "")]
+    colab = links and course.forge(repository)[0].colab  # Colab opens GitHub's notebooks only
+    lines = ["| # | notebook | what you learn | minutes |" + (" open |" if colab else ""),
+             "|---|---|---|---|" + ("---|" if colab else "")]
     for notebook in NOTEBOOKS:
         row = (f"| {notebook.filename[:2]} | `{notebook.filename}` | {notebook.summary} "
                f"| {notebook.minutes} |")
-        if links:
+        if colab:
             url = colab_url(notebook.filename, repository=repository, ref=ref)
             row += f" [![Open In Colab]({COLAB_BADGE})]({url}) |"
         lines.append(row)
@@ -167,7 +182,7 @@ def readme_badges(repository=REPOSITORY, ref=REF) -> str:
     if links:
         lines.append(f"The whole course in the browser, nothing to install: [![Binder]"
                      f"({BINDER_BADGE})]({binder_url(repository, ref)}) (Binder builds it from "
-                     "`environment.yml`). Both open the release "
+                     f"`environment.yml`). {'Both open' if colab else 'It opens'} the release "
                      f"`{ref}` of {repository}.")
     else:
         lines.append(UNPUBLISHED_NOTE)
@@ -175,58 +190,144 @@ def readme_badges(repository=REPOSITORY, ref=REF) -> str:
 
 
 BADGES_START, BADGES_END = "<!-- notebook table: start -->", "<!-- notebook table: end -->"
-_GITHUB = re.compile(r"https://github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?")
 _INSTALL_MARK = '"google.colab" in sys.modules'
+_SETTING = r'^{name}: str \| None = (None|"[^"\n]*")$'
+# What pip builds the package from: a change here that HEAD lacks would not be installed.
+PACKAGE_SOURCES = ("rope_lab", "pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in")
 
 
-def set_repository(url: str, ref: str, root: Path = ROOT) -> list[Path]:
-    """Publish the course at ``url``, pinned at ``ref`` (a tag or a commit hash): rewrite every
-    place that names them.
+@dataclass(frozen=True)
+class Publication:
+    """What :func:`set_repository` did: the files it changed, the step it took (1: the
+    settings and links written, 2: the install cells pinned, 3: nothing left to pin) and the
+    commit the install cell installs (None before step 2)."""
 
-    That is :data:`rope_lab.course.REPOSITORY` and :data:`~rope_lab.course.REF`, the README's
-    notebook table (badges, Binder) and the install cell of every notebook. Returns the files
-    changed.
+    changed: list[Path]
+    step: int
+    package_commit: str | None
+
+
+def set_repository(url: str, ref: str, root: Path = ROOT) -> Publication:
+    """Publish the course at ``url`` (a repository on a known forge, see
+    :data:`rope_lab.course.FORGES`), its links opening ``ref`` (a tag or a commit hash), its
+    install cell installing the package of one commit, which no one can move. Two runs with a
+    commit between them, since a commit cannot name itself:
+
+    1. While :data:`~rope_lab.course.REPOSITORY` or :data:`~rope_lab.course.REF` say
+       otherwise: writes them in ``rope_lab/course.py`` (and clears
+       :data:`~rope_lab.course.PACKAGE_COMMIT`), the README's notebook table (Colab and
+       Binder links) and the install cell that installs nothing yet. Commit that.
+    2. Run again: the package of that commit (HEAD, which must record these settings and
+       hold every change to the package) becomes what learners install:
+       ``PACKAGE_COMMIT`` and every install cell name HEAD's archive. Commit, tag, push.
+    3. Any later run with the same URL and REF pins nothing new; it puts the README and the
+       install cells back in step if they were edited.
+
+    Everything is read and checked before anything is written (the address, the ref, every
+    notebook, the lines to rewrite, the Chinese cell's translation, for step 2 the commit);
+    then the changed files are written all together or none (:func:`rope_lab._atomic.
+    replace_all`). ValueError names the first problem, with nothing changed.
     """
-    match = _GITHUB.fullmatch(url.strip()) if isinstance(url, str) else None
-    if not match:
-        raise ValueError(f"set_repository: url={url!r} is not a GitHub repository address; "
-                         "expected https://github.com/OWNER/NAME")
     try:
+        repository = course.check_repository(url)
         ref = course.check_ref(ref)
     except ValueError as error:
         raise ValueError(f"set_repository: {error}") from None
-    new = f"https://github.com/{match[1]}/{match[2]}"
-    changed = []
     settings = root / "rope_lab" / "course.py"
     text = settings.read_text(encoding="utf-8")
-    edited = re.sub(r"^REPOSITORY: str \| None = .*$", f'REPOSITORY: str | None = "{new}"',
-                    text, count=1, flags=re.MULTILINE)
-    edited = re.sub(r"^REF: str \| None = .*$", f'REF: str | None = "{ref}"', edited, count=1,
-                    flags=re.MULTILINE)
-    if edited.count(f'"{new}"') != 1 or edited.count(f'"{ref}"') < 1:
-        raise ValueError(f"set_repository: {settings} has no REPOSITORY / REF lines to rewrite")
+    current = _settings(text, settings)
+    if (current["REPOSITORY"], current["REF"]) != (repository, ref):
+        step, commit = 1, None
+    elif current["PACKAGE_COMMIT"] is None:
+        step, commit = 2, _package_commit(root, repository, ref)
+    else:
+        step, commit = 3, current["PACKAGE_COMMIT"]
+    files = {}
+    edited = _with_settings(text, {"REPOSITORY": repository, "REF": ref,
+                                   "PACKAGE_COMMIT": commit})
     if edited != text:
-        settings.write_text(edited, encoding="utf-8")
-        changed.append(settings)
+        files[settings] = edited
     readme = root / "README.md"
-    if readme.exists() and write_readme_badges(readme, new, ref):
-        changed.append(readme)
-    changed += place_install_cells(root, course.install_cell(new, ref))
-    return changed
+    if readme.exists():
+        old = readme.read_text(encoding="utf-8")
+        new = readme_with_badges(old, repository, ref, readme)
+        if new != old:
+            files[readme] = new
+    files.update(install_cell_edits(root, course.install_cell(repository, commit)))
+    _atomic.replace_all(files)
+    return Publication(list(files), step, commit)
+
+
+def _settings(text: str, path: Path) -> dict:
+    """REPOSITORY, REF and PACKAGE_COMMIT as course.py's lines set them."""
+    found = {}
+    for name in ("REPOSITORY", "REF", "PACKAGE_COMMIT"):
+        lines = re.findall(_SETTING.format(name=name), text, flags=re.MULTILINE)
+        if len(lines) != 1:
+            raise ValueError(f"set_repository: {path} has no line '{name}: str | None = …' to "
+                             "rewrite; expected one, as rope_lab/course.py has")
+        found[name] = None if lines[0] == "None" else lines[0][1:-1]
+    return found
+
+
+def _with_settings(text: str, values: dict) -> str:
+    for name, value in values.items():
+        text = re.sub(_SETTING.format(name=name),
+                      f"{name}: str | None = " + ("None" if value is None else f'"{value}"'),
+                      text, count=1, flags=re.MULTILINE)
+    return text
+
+
+def _git(root: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.SubprocessError) as error:
+        raise ValueError(f"set_repository: git is needed to pin the install cell at a commit "
+                         f"({error})") from None
+    if done.returncode:
+        raise ValueError(f"set_repository: git {' '.join(args)} failed in {root}: "
+                         f"{done.stderr.strip() or done.returncode}")
+    return done.stdout
+
+
+def _package_commit(root: Path, repository: str, ref: str) -> str:
+    """HEAD, checked: it records ``repository`` and ``ref`` (step 1, committed) and the package
+    in the working tree has nothing HEAD lacks (it would not be installed)."""
+    commit = _git(root, "rev-parse", "--verify", "HEAD^{commit}").strip()
+    committed = _settings(_git(root, "show", "HEAD:rope_lab/course.py"), root / "rope_lab" /
+                          "course.py")
+    if (committed["REPOSITORY"], committed["REF"]) != (repository, ref):
+        raise ValueError(
+            f"set_repository: HEAD ({commit[:12]}) does not record REPOSITORY={repository!r} and "
+            f"REF={ref!r} yet: commit rope_lab/course.py (and the README and notebooks the "
+            "first run changed), then run this again to pin the install cell at that commit")
+    present = [name for name in PACKAGE_SOURCES if (root / name).exists()]
+    changes = _git(root, "status", "--porcelain", "--untracked-files=all", "--", *present)
+    if changes.strip():
+        listed = ", ".join(line[3:] for line in changes.splitlines()[:5])
+        raise ValueError(
+            f"set_repository: the package has changes HEAD ({commit[:12]}) lacks ({listed}): the "
+            "install cell installs HEAD's package without them; commit them first")
+    return commit
 
 
 def write_readme_badges(readme: Path, repository=REPOSITORY, ref=REF) -> bool:
     """Rewrite the README's block between the notebook-table markers; True if it changed."""
     text = readme.read_text(encoding="utf-8")
-    start, end = text.find(BADGES_START), text.find(BADGES_END)
-    if start < 0 or end < start:
-        raise ValueError(f"{readme} has no {BADGES_START} … {BADGES_END} block")
-    block = f"{BADGES_START}\n{readme_badges(repository, ref)}\n"
-    edited = text[:start] + block + text[end:]
+    edited = readme_with_badges(text, repository, ref, readme)
     if edited == text:
         return False
-    readme.write_text(edited, encoding="utf-8")
+    _atomic.write_text(readme, edited)
     return True
+
+
+def readme_with_badges(text: str, repository=REPOSITORY, ref=REF, where="README.md") -> str:
+    """``text`` (a README) with its block between the notebook-table markers made anew."""
+    start, end = text.find(BADGES_START), text.find(BADGES_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{where} has no {BADGES_START} … {BADGES_END} block")
+    return text[:start] + f"{BADGES_START}\n{readme_badges(repository, ref)}\n" + text[end:]
 
 
 def install_cell_notebooks(root: Path = ROOT) -> list[Path]:
@@ -238,18 +339,31 @@ def install_cell_notebooks(root: Path = ROOT) -> list[Path]:
 
 def place_install_cells(root: Path = ROOT, cell: str = COLAB_CELL) -> list[Path]:
     """Make ``cell`` (an English cell of :func:`rope_lab.course.install_cell`) the install cell
-    of every notebook, in the notebook's language (a translation's folder, ``notebooks/zh_CN/``,
-    gets :func:`~rope_lab.course.translate_install_cell`), right below its title (the first
-    screen is the title and what you will learn). An existing install cell (a code cell
-    among the first three that checks for ``google.colab``) is replaced, keeping its id.
-    Returns the notebooks changed."""
+    of every notebook (:func:`install_cell_edits`), all notebooks or none; returns the
+    notebooks changed."""
+    return _atomic.replace_all(install_cell_edits(root, cell))
+
+
+def install_cell_edits(root: Path = ROOT, cell: str = COLAB_CELL) -> dict[Path, str]:
+    """The notebooks whose install cell is not ``cell`` yet, and their new text: ``cell`` in
+    the notebook's language (a translation's folder, ``notebooks/zh_CN/``, gets
+    :func:`~rope_lab.course.translate_install_cell`), right below its title (the first screen
+    is the title and what you will learn). An existing install cell (a code cell among the
+    first three that checks for ``google.colab``) is replaced, keeping its id. Every notebook
+    is read first; one that cannot be read is a ValueError naming it."""
     import nbformat
 
-    changed = []
+    translated = {edition.language: course.translate_install_cell(cell, edition.language)
+                  for edition in EDITIONS[1:]}
+    edits = {}
     for path in install_cell_notebooks(root):
-        if ".ipynb_checkpoints" in path.parts:
-            continue
-        nb = nbformat.read(path, as_version=4)
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception as error:  # noqa: BLE001 - JSON, schema or encoding: all say the same
+            raise ValueError(f"{path.relative_to(root)} is not a notebook nbformat can read "
+                             f"({type(error).__name__}: {str(error)[:200]}); fix it or restore "
+                             "it (git checkout), then run this again; nothing was changed"
+                             ) from None
         old = next((c for c in nb.cells[:3]
                     if c.cell_type == "code" and _INSTALL_MARK in c.source), None)
         cells = [c for c in nb.cells if c is not old]
@@ -259,17 +373,15 @@ def place_install_cells(root: Path = ROOT, cell: str = COLAB_CELL) -> list[Path]
             continue  # not a course notebook, or a test fixture without an install cell
         language = next((edition.language for edition in EDITIONS[1:]
                          if edition.folder in path.relative_to(root).parts), ENGLISH.language)
-        new = nbformat.v4.new_code_cell(
-            cell if language == ENGLISH.language else course.translate_install_cell(cell, language))
+        new = nbformat.v4.new_code_cell(translated.get(language, cell))
         if old is not None:
             new.id = old.id
         cells.insert(title + 1, new)
         if [c.source for c in cells] == [c.source for c in nb.cells]:
             continue
         nb.cells = cells
-        nbformat.write(nb, path)
-        changed.append(path)
-    return changed
+        edits[path] = nbformat.writes(nb) + "\n"
+    return edits
 
 
 def is_install_cell(cell) -> bool:
@@ -512,49 +624,6 @@ def navigation(notebook: Path, order: list[Path], pages: set[str] = frozenset())
 
 # --- building -------------------------------------------------------------------------------
 
-def execute(nb, notebook: Path, *, timeout: int = 300):
-    """Run every cell (in the notebook's folder) and keep the widget state."""
-    from nbclient import NotebookClient
-    from nbclient.output_widget import OutputWidget
-
-    class CapturingOutput(OutputWidget):
-        """nbclient's stand-in for a front end's Output widget, minus the echo to the kernel.
-
-        nbclient sends the captured outputs back to the kernel on the shell channel while it
-        waits for the cell's reply on that same channel; now and then the reply then goes
-        unnoticed until the cell timeout (nbclient issue #312). A static page needs no echo:
-        the captured outputs still reach the saved widget state.
-        """
-
-        def sync_state(self):
-            pass
-
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            store_widget_state=True, config=kernel_config(),
-                            resources={"metadata": {"path": str(notebook.parent)}})
-    client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = CapturingOutput
-    client.execute()
-    return nb
-
-
-def kernel_config():
-    """Kernel settings for executing notebooks: CurveZMQ-encrypted connections.
-
-    The kernel and its client talk over local TCP sockets. jupyter_client 8.10+ can hand the
-    kernel encryption keys (ipykernel 7 declares it takes them); without them ipykernel 7
-    warns at every start that the connection is "susceptible to eavesdropping". Older
-    versions neither encrypt nor warn: nothing to set.
-    """
-    import zmq
-    from jupyter_client.manager import KernelManager
-    from traitlets.config import Config
-
-    config = Config()
-    if "transport_encryption" in KernelManager.class_trait_names() and zmq.has("curve"):
-        config.KernelManager.transport_encryption = "auto"
-    return config
-
-
 def local_links(nb, pages: set[str], here: str = "index.html") -> None:
     """Point the outputs' links to a notebook (notebook 00's course map: its Colab link once
     the course is published, the notebook file until then) at its page of the book instead:
@@ -585,17 +654,19 @@ def local_links(nb, pages: set[str], here: str = "index.html") -> None:
 
 
 def render_page(notebook: Path, order: list[Path], pages: set[str], *,
-                run: bool = True) -> str:
-    """One notebook as a standalone HTML page (executed, widgets frozen, links fixed), with
-    the chrome in the current language; ``order`` is its edition's notebooks and ``pages``
-    the book's site paths."""
+                executed=None) -> str:
+    """One notebook as a standalone HTML page (widgets frozen, links fixed), with the chrome
+    in the current language; ``executed`` is the notebook run (:mod:`rope_lab.runner`),
+    else it is shown as it is on disk. ``order`` is its edition's notebooks and ``pages`` the
+    book's site paths."""
+    import copy
+
     import nbformat
     from nbformat.v4 import new_markdown_cell
 
     here = page_name(notebook)
-    nb = nbformat.read(notebook, as_version=4)
-    if run:
-        execute(nb, notebook)
+    nb = copy.deepcopy(executed) if executed is not None else nbformat.read(notebook,
+                                                                              as_version=4)
     freeze_widgets(nb)
     local_links(nb, pages, here)
     # The Colab install cell does nothing for a reader of the static page.
@@ -656,7 +727,8 @@ BOOK_CSS = f""".rope-lab-language {{ float: right; margin-left: 1em; font-weight
 """
 
 # jupyter-server-mathjax ships MathJax's STIX-Web fonts only (not its default TeX fonts):
-# configured before MathJax.js loads, so it never asks for the missing ones. MathJax's
+# configured before MathJax.js loads, so it never asks for the missing ones (but see
+# TEX_FONT_STAND_INS). MathJax's
 # "MathJax_Blank" probe font is loaded from about:blank by default, which Chromium refuses
 # from a page opened from disk, with a console error on every page; a local() source that
 # no machine has fails the same way (MathJax only needs it not to load), in silence.
@@ -777,23 +849,100 @@ def _where_online(edition: Edition = ENGLISH) -> str:
         binder=f'<a href="{binder_url(REPOSITORY, REF, edition.folder)}">Binder</a>')
 
 
+# --- the one gate for HTML ----------------------------------------------------------------------
+
+# What a page's body may hold: ammonia's default tags (text, lists, tables, images, links)
+# and the lab template's own (main, section). Everything else is dropped, the tags below
+# with their content (a script's code or a frame's document must not show up as text).
+_PAGE_TAGS = {"main", "section", "article", "header", "footer", "nav", "aside", "figure",
+              "figcaption", "details", "summary", "caption"}
+_DROPPED_WITH_CONTENT = {"script", "style", "iframe", "frame", "frameset", "object", "embed",
+                         "applet", "noscript", "template", "svg", "math", "textarea", "select",
+                         "button", "form", "noembed", "noframes", "title", "xmp"}
+_PAGE_ATTRIBUTES = {"*": {"class", "id", "tabindex", "title", "lang", "dir", "style"},
+                    "a": {"href", "hreflang", "name"}, "img": {"src", "alt", "width", "height"},
+                    "td": {"colspan", "rowspan", "align"},
+                    "th": {"colspan", "rowspan", "align", "scope"}, "ol": {"start"}}
+# Inline styles (pygments' highlighting in rope_lab.show_source, pandas tables): looks only.
+# No position (a box drawn over the page), no url() (a request, and old browsers ran
+# javascript: there).
+_STYLE_PROPERTIES = {"color", "background", "background-color", "font-weight", "font-style",
+                     "font-family", "font-size", "line-height", "text-align",
+                     "text-decoration", "vertical-align", "white-space", "border",
+                     "border-collapse", "padding", "margin", "width", "max-width", "height"}
+_IMAGE_DATA = re.compile(r"data:image/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*\Z")
+_LOADS_OR_RUNS = re.compile(r"url\s*\(|expression\s*\(|\\|@import|javascript:", re.I)
+
+
+def _keep_attribute(tag: str, attribute: str, value: str) -> str | None:
+    """nh3's last word on an attribute the allow-list let through: a data: URL only as an
+    image's PNG, JPEG, GIF or WebP; a style that neither loads nor runs anything."""
+    if attribute in ("href", "src") and value.strip().lower().startswith("data:"):
+        keep = tag == "img" and attribute == "src" and _IMAGE_DATA.match(value.strip())
+        return value if keep else None
+    if attribute == "style" and _LOADS_OR_RUNS.search(value):
+        return None
+    return value
+
+
+def sanitize_html(fragment: str) -> str:
+    """``fragment`` with only what a book page may show (see :func:`sanitize_page`)."""
+    import nh3
+
+    return nh3.clean(fragment, tags=(nh3.ALLOWED_TAGS | _PAGE_TAGS) - _DROPPED_WITH_CONTENT,
+                     clean_content_tags=_DROPPED_WITH_CONTENT, attributes=_PAGE_ATTRIBUTES,
+                     generic_attribute_prefixes={"data-"},
+                     url_schemes={"http", "https", "mailto", "data"},
+                     attribute_filter=_keep_attribute, filter_style_properties=_STYLE_PROPERTIES,
+                     link_rel=None, strip_comments=True)
+
+
+def sanitize_page(page: str) -> str:
+    """The book's one gate for HTML: ``page`` (a whole document this module made) with its
+    body through an allow-list sanitizer (:func:`sanitize_html`: nh3, Rust's ammonia).
+
+    The head and the ``<body>`` tag are the book's template (nbconvert's lab template, which
+    escapes the title, and this module's MathJax, font and CSS); everything between
+    ``<body …>`` and ``</body>`` came from a notebook, its outputs or a translation and keeps
+    no script, event handler, ``javascript:`` or non-image ``data:`` URL, frame, form,
+    ``<base>`` or ``<meta>``, and no style that loads anything.
+    """
+    start = re.search(r"<body\b[^>]*>", page)
+    end = page.rfind("</body>")
+    if start is None or end < start.end():
+        raise ValueError("sanitize_page: expected a whole page with one <body> … </body>")
+    return page[:start.end()] + sanitize_html(page[start.end():end]) + page[end:]
+
+
+def _publish(path: Path, page: str) -> None:
+    """Write one page of the book, through the gate."""
+    _atomic.write_text(path, sanitize_page(page))
+
+
 def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
           run: bool = True, teaching: Path | None = NOTEBOOK_DIR / "TEACHING.md",
-          log=print) -> list[Path]:
+          log=print, cache: Path | None = runner.CACHE_DIR, progress: bool = False,
+          workers: int | None = None) -> list[Path]:
     """Write the site into ``out_dir`` (emptied first); return the notebook pages written.
+
+    With ``run``, every notebook is executed first by :func:`rope_lab.runner.run_notebooks`
+    (``workers`` at a time, a run taken from ``cache`` where the notebook and the package
+    are unchanged since it was made; ``cache=None`` runs all).
 
     ``notebooks`` (default :func:`book_notebooks`, every edition) may mix editions: each
     notebook goes to its edition's folder (:func:`edition_of`). The English index and the
-    claims page are always written; a translation gets its folder, its index and its
-    teaching guide (``teaching``'s twin in its folder, ``notebooks/zh_CN/TEACHING.md``) when
-    at least one of its notebooks is published. Each edition is written in its language.
+    claims page are always written; a translation gets its folder, its index, its claims
+    page and its teaching guide (``teaching``'s twin in its folder,
+    ``notebooks/zh_CN/TEACHING.md``) when at least one of its notebooks is published. Each
+    edition is written in its language.
     """
     order = list(notebooks) if notebooks is not None else book_notebooks()
     editions = {edition: [path for path in order if edition_of(path) == edition]
                 for edition in EDITIONS}
     editions = {edition: listed for edition, listed in editions.items()
                 if listed or edition == ENGLISH}
-    pages = {page_name(path) for path in order} | {"claims.html"}
+    pages = {page_name(path) for path in order} | {edition.page("claims.html")
+                                                    for edition in editions}
     extra, guides = {}, {}
     for edition in editions:
         pages.add(edition.page("index.html"))
@@ -803,10 +952,14 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
             guides[edition] = guide
             extra[edition][edition.page("teaching.html")] = N_("Teaching guide")
             pages.add(edition.page("teaching.html"))
-        # The claims inventory stays in one language, with the posts' Chinese quotes.
-        extra[edition]["claims.html"] = (N_("Claims of the source posts") if edition == ENGLISH
-                                         else N_("Claims of the source posts (in English)"))
+        # The claims inventory in each edition's language (the posts' quotes as written).
+        extra[edition][edition.page("claims.html")] = N_("Claims of the source posts")
     mathjax = mathjax_source()  # before anything is deleted: fail early, say what to install
+    executed = {}
+    if run:
+        log(f"running {len(order)} notebooks")
+        executed = {result.path: result.notebook for result in runner.run_notebooks(
+            order, workers=workers, cache=cache, progress=progress)}
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
@@ -818,28 +971,31 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
             for notebook in listed:
                 log(f"rendering {page_name(notebook)}")
                 target = out_dir / page_name(notebook)
-                target.write_text(render_page(notebook, listed, pages, run=run),
-                                  encoding="utf-8")
+                _publish(target, render_page(notebook, listed, pages,
+                                             executed=executed.get(Path(notebook))))
                 written.append(target)
             if edition in guides:
                 here = edition.page("teaching.html")
-                (out_dir / here).write_text(render_markdown_page(
+                _publish(out_dir / here, render_markdown_page(
                     guides[edition].read_text(encoding="utf-8"), _("Teaching guide"), pages,
-                    here), encoding="utf-8")
-            if edition == ENGLISH:
-                # The claims inventory gets its own page: what the course checked.
-                from rope_lab.claims import claims_markdown
+                    here))
+            # The claims inventory gets its own page: what the course checked.
+            from rope_lab.claims import claims_markdown
 
-                (out_dir / "claims.html").write_text(render_markdown_page(
-                    "# Claims of the source posts\n\n" + claims_markdown(),
-                    "Claims of the source posts", pages, "claims.html"), encoding="utf-8")
+            lines = None
+            if edition != ENGLISH:  # the check lines as the translated notebooks print them
+                from rope_lab.translations.catalogs import check_lines
+
+                lines = check_lines()
+            title = _("Claims of the source posts")
+            _publish(out_dir / edition.page("claims.html"), render_markdown_page(
+                f"# {title}\n\n" + claims_markdown(lines), title, pages,
+                edition.page("claims.html")))
             # twins on disk of the English notebooks built (those left out are still there)
             translated = frozenset(path.name for path in editions[ENGLISH]
                                    if (path.parent / edition.folder / path.name).is_file())
-            (out_dir / edition.page("index.html")).write_text(
-                index_page(listed, extra[edition], edition=edition, pages=pages,
-                           translated=translated),
-                encoding="utf-8")
+            _publish(out_dir / edition.page("index.html"), index_page(
+                listed, extra[edition], edition=edition, pages=pages, translated=translated))
     return written
 
 
@@ -864,13 +1020,34 @@ def mathjax_source() -> Path:
     return static
 
 
+# MathJax's assistive MathML (hidden text for screen readers) is styled by its NativeMML
+# output, which names MathJax's TeX fonts for the letter variants (double-struck \mathbb,
+# script, fraktur, calligraphic); jupyter-server-mathjax ships STIX-Web only, so a page with
+# 05's 𝔼 logged net::ERR_FILE_NOT_FOUND for TeX/otf/MathJax_AMS-Regular.otf. The STIX-Web
+# font with the same letters stands in under each name asked for (browsers read a font by
+# its content, not its file name), and no page asks for a file the site lacks.
+TEX_FONT_STAND_INS = {
+    "MathJax_AMS-Regular.otf": "STIXMathJax_DoubleStruck-Regular.woff",
+    "MathJax_Script-Regular.otf": "STIXMathJax_Script-Regular.woff",
+    "MathJax_Fraktur-Regular.otf": "STIXMathJax_Fraktur-Regular.woff",
+    "MathJax_Fraktur-Bold.otf": "STIXMathJax_Fraktur-Bold.woff",
+    "MathJax_Caligraphic-Regular.otf": "STIXMathJax_Script-Italic.woff",
+    "MathJax_Caligraphic-Bold.otf": "STIXMathJax_Script-BoldItalic.woff",
+}
+
+
 def copy_offline_assets(out_dir: Path, mathjax: Path) -> None:
     """MathJax (without its 3.5 MB of screen-reader maps) and the CJK font, into the site."""
-    shutil.copytree(mathjax, out_dir / MATHJAX_DIR,
+    shutil.copytree(mathjax, out_dir / MATHJAX_DIR, copy_function=_atomic.copy_file,
                     ignore=shutil.ignore_patterns("mathmaps", "*.py", "__pycache__"))
+    stix = out_dir / MATHJAX_DIR / "fonts" / "HTML-CSS" / "STIX-Web" / "woff"
+    tex = out_dir / MATHJAX_DIR / "fonts" / "HTML-CSS" / "TeX" / "otf"
+    tex.mkdir(parents=True, exist_ok=True)
+    for name, stand_in in TEX_FONT_STAND_INS.items():
+        _atomic.copy_file(stix / stand_in, tex / name)
     if not CJK_FONT.exists():
         raise MissingBookDependency(f"{CJK_FONT} is missing: run `make cjk-font`")
-    shutil.copy2(CJK_FONT, out_dir / CJK_FONT.name)
+    _atomic.copy_file(CJK_FONT, out_dir / CJK_FONT.name)
 
 
 # Characters of the CJK blocks (ideographs, CJK punctuation, kana, full-width forms).
@@ -916,11 +1093,16 @@ _LOCAL_HREF = re.compile(r'(?:href|src)="(?!https?:|data:|mailto:|#|//)([^"#?]+)
 _CSS_URL = re.compile(r'url\("(?!https?:|data:|//)([^"#?]+)"\)')
 
 
+# What must never reach a page's body (sanitize_page removes it; problems checks again).
+_UNSAFE = re.compile(r"<(?:script|iframe|frame|object|embed|form|base|meta)\b"
+                     r"|<[^>]*\son[a-z]+\s*=|<[^>]*javascript:", re.I)
+
+
 def problems(out_dir: Path, notebooks: list[Path]) -> list[str]:
     """What is wrong with a built book, in every edition: missing pages, error outputs,
     broken local links, a file a page loads that is not there (a script, the font its CSS
     names), a page not marked with its edition's language, or without the language switch
-    while the book has two editions."""
+    while the book has two editions, or a script, frame or event handler in a page's body."""
     found = []
     if not (out_dir / "index.html").exists():
         found.append("index.html is missing")
@@ -946,6 +1128,9 @@ def problems(out_dir: Path, notebooks: list[Path]) -> list[str]:
                 found.append(f'{name}: not marked lang="{edition.html_lang}"')
             if len(editions) > 1 and 'class="rope-lab-language"' not in text:
                 found.append(f"{name}: no language switch")
+            body = text[text.find("<body"):]
+            if unsafe := sorted(set(_UNSAFE.findall(body))):
+                found.append(f"{name}: the body holds {unsafe} (not through sanitize_page?)")
     return found
 
 
@@ -957,12 +1142,17 @@ def main(argv=None) -> int:
                              "and in each translation's folder, notebooks/zh_CN/); one in "
                              "notebooks/zh_CN/ goes to the Chinese edition")
     parser.add_argument("--out", type=Path, default=BOOK_DIR, help="output folder")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="run every notebook, even one whose run is in build/executed/ "
+                             "(kept there while the notebook and the package are unchanged)")
     parser.add_argument("--badges", action="store_true",
                         help="print the README's notebook table with Colab badges and stop")
     parser.add_argument("--set-repository", metavar="URL",
-                        help="publish the course at URL (https://github.com/OWNER/NAME), "
-                             "pinned at --ref: rewrite the README, rope_lab/course.py and "
-                             "every install cell")
+                        help="publish the course at URL (https://github.com/OWNER/NAME, or on "
+                             "gitlab.com or codeberg.org), its links at --ref: rewrite the "
+                             "README, rope_lab/course.py and every install cell; run twice, "
+                             "committing between (the second run pins the install cell at "
+                             "that commit)")
     parser.add_argument("--ref", help="with --set-repository: the tag (or commit hash) that "
                                       "Colab and Binder open and the install cell installs")
     parser.add_argument("--install-cells", action="store_true",
@@ -974,9 +1164,18 @@ def main(argv=None) -> int:
         print(readme_badges())
         return 0
     if args.install_cells:
-        changed = place_install_cells(ROOT)
-        if write_readme_badges(ROOT / "README.md"):
-            changed.append(ROOT / "README.md")
+        readme = ROOT / "README.md"
+        try:  # every notebook and the README read and checked first, then all or none written
+            files = install_cell_edits(ROOT)
+            old = readme.read_text(encoding="utf-8")
+            if (new := readme_with_badges(old, where=readme)) != old:
+                files[readme] = new
+            changed = _atomic.replace_all(files)
+        except (ValueError, OSError) as error:
+            print(f"book: {error}", file=sys.stderr)
+            return 2
+        for path in changed:
+            print(f"book: rewrote {path.relative_to(ROOT)}")
         print(f"book: {len(changed)} file(s) rewritten")
         return 0
     if args.set_repository or args.ref:
@@ -985,25 +1184,34 @@ def main(argv=None) -> int:
                   "commit hash), and --ref needs --set-repository", file=sys.stderr)
             return 2
         try:
-            changed = set_repository(args.set_repository, args.ref)
-        except ValueError as error:
+            done = set_repository(args.set_repository, args.ref)
+        except (ValueError, OSError) as error:  # OSError: a full disk; nothing was changed
             print(f"book: {error}", file=sys.stderr)
             return 2
-        for path in changed:
+        for path in done.changed:
             print(f"book: rewrote {path.relative_to(ROOT)}")
+        where = f"{course.check_repository(args.set_repository)} at {args.ref}"
+        if done.step == 1:
+            print(f"book: step 1 of 2: {len(done.changed)} file(s) now point at {where}; the "
+                  "install cells install nothing yet. Commit them (git commit -am 'Publish "
+                  f"at {args.ref}'), then run the same command again: it pins the install "
+                  "cell at that commit (a commit cannot name itself)")
+            return 0
         then = ("commit and push" if course.is_commit(args.ref) else
                 f"commit, tag that commit {args.ref} (git tag {args.ref}) and push the tag")
         if (ROOT / "notebooks" / "zh_CN").exists():
             then += "; `make translations` puts the links into notebooks/zh_CN/README.md"
-        print(f"book: {len(changed)} file(s) now point at {args.set_repository} at {args.ref}; "
-              f"{then}")
+        step = "step 2 of 2" if done.step == 2 else "already published"
+        print(f"book: {step}: {len(done.changed)} file(s) changed; the course points at "
+              f"{where} and every install cell installs the package of commit "
+              f"{done.package_commit}; {then}")
         return 0
     order = args.notebooks or book_notebooks()
     if not order:
         print("no notebooks found in notebooks/; nothing to publish", file=sys.stderr)
         return 1
     try:
-        build(args.out, order)
+        build(args.out, order, progress=True, cache=None if args.no_cache else runner.CACHE_DIR)
     except MissingBookDependency as error:
         print(f"book: {error}", file=sys.stderr)
         return 1

@@ -69,15 +69,24 @@ def counts_line(counts: dict[str, int]) -> str:
                           for verdict, count in counts.items())
 
 
-def claims_markdown() -> str:
-    """The inventory as a Markdown table, for notebook 00 and the book."""
-    lines = ["| post | claim | verdict | condition / reason | checked in |",
-             "|---|---|---|---|---|"]
+def claims_markdown(check_lines: dict[tuple[str, str], str] | None = None) -> str:
+    """The inventory as a Markdown table, for notebook 00 and the book, in the course's
+    language: the claims, verdicts and reasons through the package catalog (the Chinese quotes
+    of the posts stay as they are), the check line as the notebook prints it. ``check_lines``
+    maps (notebook, cell id) to that line in the notebook's language (the book reads the
+    notebooks' catalogs, :func:`rope_lab.translations.catalogs.check_lines`); without an entry the
+    row shows the English label."""
+    header = (_("post"), _("claim"), _("verdict"), _("condition / reason"), _("checked in"))
+    lines = ["| " + " | ".join(header) + " |", "|---|---|---|---|---|"]
+    # Translators: where a claim is made: the post's number and the line ("000 l. 68")
+    line_of = _("{post} l. {line}")
     for row in load_claims():
         # The check's own message is what a reader finds in the notebook (✔ …); the cell id
         # stays in the CSV for the test that ties the two together.
-        where = f"{row['notebook']} · ✔ {row['label']}" if row["cell_id"] else "—"
-        cells = [f"{row['post']} l. {row['line']}", row["claim"], row["verdict"],
-                 row["condition_or_reason"], where]
+        label = (check_lines or {}).get((row["notebook"], row["cell_id"]), row["label"])
+        where = f"{row['notebook']} · ✔ {label}" if row["cell_id"] else "—"
+        claim, verdict, reason = row["claim"], row["verdict"], row["condition_or_reason"]
+        cells = [line_of.format(post=row["post"], line=row["line"]), _(claim), _(verdict),
+                 _(reason) if reason else "", where]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)

@@ -5,27 +5,34 @@ lists it, and a test checks that each file exists and opens with its title, then
 :data:`COLAB_CELL` (in a Chinese notebook the same code with its comment and message in
 Chinese: ``install_cell(REPOSITORY, REF, language="zh")``).
 
-:data:`REPOSITORY` and :data:`REF` are the one place that says where the course is published
-and which release of it Colab installs. The README's Colab and Binder badges, every
+:data:`REPOSITORY`, :data:`REF` and :data:`PACKAGE_COMMIT` are the one place that says
+where the course is published (a repository on a known forge, :data:`FORGES`), which release
+its links open and which commit's package the install cell installs (a commit, never a tag:
+a moved tag cannot change what learners run). The README's Colab and Binder badges, every
 notebook's install cell and the book's links are made from them; ``make set-repository
-URL=... REF=...`` rewrites them all and a test keeps them in step. Until they are set there
-are no such links, and the install cell installs nothing: a badge or an install from an
-address nobody here controls would run whatever its owner serves.
+URL=... REF=...`` (run twice, see :func:`rope_lab.book.set_repository`) rewrites them all and
+a test keeps them in step. Until they are set there are no such links, and the install cell
+installs nothing: a badge or an install from an address nobody here controls would run
+whatever its owner serves.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from rope_lab.i18n import N_
 
-# Where the course is published, and the release its install cell installs: a tag (made on
-# the commit that records it) or a commit hash, never a branch, which moves. None until
-# `make set-repository URL=https://github.com/OWNER/NAME REF=TAG` names them.
+# Where the course is published (a repository on a known forge, FORGES) and the release its
+# links open: a tag (made on the commit that records it) or a commit hash, never a branch,
+# which moves. PACKAGE_COMMIT: the commit whose package the install cell installs (a commit,
+# unlike a tag, cannot be moved to other code). None until `make set-repository
+# URL=https://github.com/OWNER/NAME REF=TAG` names them (two runs: see rope_lab.book).
 REPOSITORY: str | None = None
 REF: str | None = None
+PACKAGE_COMMIT: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,7 @@ NOTEBOOKS = (
 )
 
 # The cell below every notebook's title: installs rope_lab on Colab, does nothing elsewhere.
-# It installs a pinned release's zip archive over HTTPS (no git, no credential prompt); if
+# It installs the zip archive of one commit over HTTPS (no git, no credential prompt); if
 # that fails (no network, a moved repository) it stops the notebook with one message.
 _PINNED_CELL = """\
 # On Colab, install the course package (a pinned release); elsewhere this does nothing.
@@ -76,7 +83,8 @@ import subprocess
 import sys
 
 if "google.colab" in sys.modules:
-    source = "{source}"
+    commit = "{commit}"
+    source = f"{archive}"
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-input",
                           f"rope_lab[models] @ {{source}}"], stdin=subprocess.DEVNULL,
                          capture_output=True, text=True)
@@ -97,6 +105,48 @@ if "google.colab" in sys.modules:
                      "the notebook from the Colab link of a published copy.")\
 """
 
+@dataclass(frozen=True)
+class Forge:
+    """A code host the course can be published on: where a commit's zip is, how Binder
+    names a repository there, and whether Colab opens notebooks from it (GitHub only)."""
+
+    archive: str  # {repository}, {name}, {commit}
+    binder: str  # mybinder.org's path: {owner}, {name}, {url} (quoted), {ref}
+    colab: bool
+
+
+FORGES = {
+    "github.com": Forge("{repository}/archive/{commit}.zip", "gh/{owner}/{name}/{ref}", True),
+    "gitlab.com": Forge("{repository}/-/archive/{commit}/{name}-{commit}.zip",
+                        "gl/{owner}%2F{name}/{ref}", False),
+    "codeberg.org": Forge("{repository}/archive/{commit}.zip", "git/{url}/{ref}", False),
+}
+# An owner or a repository name as the forges allow them: letters, digits, . _ -, not
+# starting with a dot or a dash ("..", ".git" and "-x" name no repository).
+_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}"
+_REPOSITORY = re.compile(rf"https://({'|'.join(re.escape(h) for h in FORGES)})/({_NAME})/"
+                         rf"({_NAME}?)(?:\.git)?/?")
+
+
+def check_repository(url) -> str:
+    """``url`` as ``https://HOST/OWNER/NAME`` if it names a repository on a known forge
+    (:data:`FORGES`), else ValueError naming the value and what is expected."""
+    found = _REPOSITORY.fullmatch(url.strip()) if isinstance(url, str) else None
+    if not found or found[3].endswith(".") or found[2].endswith("."):
+        hosts = ", ".join(FORGES)
+        raise ValueError(f"url={url!r} does not name a repository on a known forge; expected "
+                         f"https://HOST/OWNER/NAME with HOST one of {hosts} and OWNER, NAME "
+                         "made of letters, digits, '.', '_' and '-' (e.g. "
+                         "https://github.com/OWNER/NAME)")
+    return f"https://{found[1]}/{found[2]}/{found[3]}"
+
+
+def forge(repository: str) -> tuple[Forge, str, str]:
+    """(the forge, the owner, the name) of a repository :func:`check_repository` accepts."""
+    host, owner, name = check_repository(repository).split("/")[2:]
+    return FORGES[host], owner, name
+
+
 # A tag name (git check-ref-format, roughly) or a full commit hash; branch names are refused.
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*")
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -106,7 +156,7 @@ BRANCH_NAMES = ("main", "master", "HEAD", "develop", "trunk", "gh-pages")
 def check_ref(ref) -> str:
     """``ref`` if it can pin a release: a tag or a full commit hash, not a branch."""
     if not isinstance(ref, str) or not _REF.fullmatch(ref) or ".." in ref \
-            or ref.endswith((".lock", ".")):
+            or ref.endswith((".lock", ".")) or len(ref) > 100:
         raise ValueError(f"ref={ref!r} is not a git tag or commit hash; expected a tag such "
                          "as v1.0 or a 40-character commit hash")
     if ref in BRANCH_NAMES:
@@ -119,19 +169,30 @@ def is_commit(ref: str) -> bool:
     return bool(_COMMIT.fullmatch(ref))
 
 
-def archive_url(repository: str, ref: str) -> str:
-    """GitHub's zip of ``ref``: a tag's (``refs/tags/``, so a branch of that name is never
-    used) or a commit's."""
-    ref = check_ref(ref)
-    if is_commit(ref):
-        return f"{repository}/archive/{ref}.zip"
-    return f"{repository}/archive/refs/tags/{ref}.zip"
+def check_commit(commit, name: str = "commit") -> str:
+    """A full commit hash (40 or 64 lowercase hex digits): what a tag names can move, a
+    commit's code cannot."""
+    if not isinstance(commit, str) or not is_commit(commit):
+        raise ValueError(f"{name}={commit!r} is not a full commit hash; expected 40 (or 64) "
+                         "lowercase hexadecimal digits, as `git rev-parse HEAD` prints")
+    return commit
 
 
-def install_cell(repository: str | None = None, ref: str | None = None, *,
+def archive_url(repository: str, commit: str) -> str:
+    """The forge's zip of the repository at ``commit`` (a full hash: the archive of a commit
+    always holds the same files, where a tag could be moved)."""
+    found, owner, name = forge(repository)
+    if commit != "{commit}":  # the cell's f-string names the commit through its variable
+        check_commit(commit)
+    return found.archive.format(repository=check_repository(repository), name=name,
+                                commit=commit)
+
+
+def install_cell(repository: str | None = None, commit: str | None = None, *,
                  language: str = "en") -> str:
-    """The install cell for a course published at ``repository`` (``https://github.com/OWNER/
-    NAME``) and pinned at ``ref``; with either None, the cell that installs nothing.
+    """The install cell for a course published at ``repository`` (``https://HOST/OWNER/NAME``)
+    whose package is pinned at ``commit`` (:data:`PACKAGE_COMMIT`, a full hash); with either
+    None, the cell that installs nothing.
 
     ``language`` ("en" or "zh") is the edition's: the Chinese cell runs the same code, with
     its comment and its message to the reader from the package catalog
@@ -140,10 +201,11 @@ def install_cell(repository: str | None = None, ref: str | None = None, *,
     from rope_lab.i18n import normalize_language
 
     language = normalize_language(language)
-    if repository is None or ref is None:
+    if repository is None or commit is None:
         cell = _UNPUBLISHED_CELL
     else:
-        cell = _PINNED_CELL.format(source=archive_url(repository, ref))
+        cell = _PINNED_CELL.format(commit=check_commit(commit),
+                                   archive=archive_url(repository, "{commit}"))
     return cell if language == "en" else translate_install_cell(cell, language)
 
 
@@ -165,7 +227,7 @@ INSTALL_CELL_TEXTS = {
 }
 _LINE_LENGTH = 100  # ruff's, notebooks included
 _MESSAGE_START = "raise SystemExit("
-_SOURCE_LINE = re.compile(r'^    source = "([^"\n]*)"$', re.MULTILINE)
+_SOURCE_LINES = re.compile(r'^    commit = "([^"\n]*)"\n    source = f"([^"\n]*)"$', re.MULTILINE)
 
 
 def _template_of(cell: str) -> tuple[str, str | None] | None:
@@ -173,9 +235,9 @@ def _template_of(cell: str) -> tuple[str, str | None] | None:
     makes in English; None for any other text."""
     if cell == _UNPUBLISHED_CELL:
         return _UNPUBLISHED_CELL, None
-    found = _SOURCE_LINE.search(cell)
-    if found and cell == _PINNED_CELL.format(source=found[1]):
-        return _PINNED_CELL, found[1]
+    found = _SOURCE_LINES.search(cell)
+    if found and cell == _PINNED_CELL.format(commit=found[1], archive=found[2]):
+        return _PINNED_CELL, found[2].replace("{commit}", found[1])
     return None
 
 
@@ -185,8 +247,9 @@ def install_cell_language(cell: str) -> str | None:
     edition."""
     from rope_lab.i18n import LANGUAGES
 
-    found = _SOURCE_LINE.search(cell)
-    english = _PINNED_CELL.format(source=found[1]) if found else _UNPUBLISHED_CELL
+    found = _SOURCE_LINES.search(cell)
+    english = (_PINNED_CELL.format(commit=found[1], archive=found[2]) if found
+               else _UNPUBLISHED_CELL)
     return next((language for language in LANGUAGES
                  if cell == (english if language == "en"
                              else translate_install_cell(english, language))), None)
@@ -208,10 +271,23 @@ def translate_install_cell(cell: str, language: str) -> str:
     english = INSTALL_CELL_TEXTS[found[0]]
     with using_language(language):
         comment, message, *words = (_(text) for text in english)
-    if _fields(message) != _fields(english[1]):
+    # A catalog is contributed text: it may only change words, never the cell's code. A line
+    # break in the comment would start a line of code, a {field} of its own in the f-string
+    # message would run code.
+    if _fields(message) != _fields(english[1]) or re.search(
+            r"[{}]", re.sub("|".join(re.escape(f"{{{name}}}") for name in _fields(english[1]))
+                            or "^$", "", message)):
         raise ValueError(f"translate_install_cell: the {language} message {message!r} has the "
-                         f"fields {sorted(_fields(message))}; expected those of the English, "
-                         f"{sorted(_fields(english[1]))}")
+                         f"fields {sorted(_fields(message))} or other braces; expected exactly "
+                         f"those of the English, {sorted(_fields(english[1]))}")
+    for what, translated in (("comment", comment), ("message", message),
+                             *(("word", word) for word in words)):
+        control = [f"U+{ord(c):04X}" for c in translated if c != "\n" or what != "message"
+                   if unicodedata.category(c) in ("Cc", "Zl", "Zp")]
+        if control:
+            raise ValueError(f"translate_install_cell: the {language} {what} {translated!r} "
+                             f"holds control characters {control}; expected plain text (a "
+                             "line break there would become code)")
     for word, translated in zip(english[2:], words, strict=True):
         cell = cell.replace(f'"{word}"', f'"{_escaped(translated)}"')
     lines = cell.split("\n")
@@ -228,8 +304,6 @@ def _fields(message: str) -> set[str]:
 
 def _width(text: str) -> int:
     """Columns in a monospace font: a CJK character takes two."""
-    import unicodedata
-
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
@@ -270,7 +344,7 @@ def _literal(message: str, column: int) -> str:
                                       for part in parts)
 
 
-COLAB_CELL = install_cell(REPOSITORY, REF)
+COLAB_CELL = install_cell(REPOSITORY, PACKAGE_COMMIT)
 
 
 def published() -> bool:
@@ -289,8 +363,10 @@ def colab_url(filename: str, *, repository=_CURRENT, ref=_CURRENT) -> str | None
     ref = REF if ref is _CURRENT else ref
     if repository is None or ref is None:
         return None
-    owner_and_name = repository.split("github.com/", 1)[1]
-    return (f"https://colab.research.google.com/github/{owner_and_name}/blob/{ref}"
+    found, owner, name = forge(repository)
+    if not found.colab:  # Colab opens notebooks from GitHub only
+        return None
+    return (f"https://colab.research.google.com/github/{owner}/{name}/blob/{ref}"
             f"/notebooks/{filename}")
 
 

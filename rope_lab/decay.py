@@ -124,7 +124,7 @@ def score_curve(q: torch.Tensor, k: torch.Tensor, distances, *, base: float = DE
 
 
 def cos_sum(distances, dim: int, *, base: float = DEFAULT_BASE) -> torch.Tensor:
-    """Σ_i cos(Δθ_i), in float64: seed 000's "bound" and the base criterion's sum.
+    """Σ_i cos(Δθ_i), in float64: source post 000's "bound" and the base criterion's sum.
 
     Args:
         distances: ``(D,)`` relative distances Δ.
@@ -181,7 +181,7 @@ def sample_qk(dim: int, *, mode: str = "correlated", noise: float = 1.0, samples
               generator: torch.Generator | None = None, dtype=torch.float64):
     """Draw queries and keys for the three experiments.
 
-    "ones": q = k = all-ones (seed 002). "random": q, k independent N(0, I).
+    "ones": q = k = all-ones (source post 002). "random": q, k independent N(0, I).
     "correlated": q ~ N(0, I), k = q + noise·ε with ε ~ N(0, I) independent.
 
     Returns:

@@ -233,23 +233,22 @@ class _Rotate(torch.autograd.Function):
 def _rotate_into(x, cos, sin, layout, out, backend="auto"):
     """Run the named path, or for "auto": Triton (CUDA), the C loop (CPU), one complex
     multiply (interleaved), else the eager kernels."""
-    half = cos.shape[-1]
-    rotary_dim = 2 * half
-    compute = torch.promote_types(x.dtype, cos.dtype)
+    rotary_dim = 2 * cos.shape[-1]
     fresh = out is None
     if fresh:
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     x_rot, out_rot = _rotated_part(x, out, rotary_dim)
 
+    if backend == "auto" and ((x.is_cuda and _triton_rotate(x_rot, cos, sin, layout, out_rot))
+                              or (x.device.type == "cpu" and _ckernel.rotate(
+                                  x_rot, cos, sin, out_rot, layout, fresh=fresh))):
+        _raw_kernel_wrote("rope_lab C loop" if x.device.type == "cpu"
+                          else "rope_lab Triton kernel", out, out_rot, fresh)
+        return out
+    compute = torch.promote_types(x.dtype, cos.dtype)
     if backend == "auto":
-        if (x.is_cuda and _triton_rotate(x_rot, cos, sin, layout, out_rot)) or (
-            x.device.type == "cpu"
-            and _ckernel.rotate(x_rot, cos, sin, out_rot, layout, fresh=fresh)
-        ):
-            _raw_kernel_wrote("rope_lab C loop" if x.device.type == "cpu"
-                              else "rope_lab Triton kernel", out, out_rot, fresh)
-        elif (layout == "interleaved" and x.dtype == compute
-              and _eager.complex_view_ok(x_rot, out_rot)):
+        if (layout == "interleaved" and x.dtype == compute
+                and _eager.complex_view_ok(x_rot, out_rot)):
             _eager.rotate_complex(x_rot, cos, sin, out_rot, compute)
         else:
             _eager.rotate_in_blocks(x_rot, cos, sin, layout, out_rot, compute, out is x)
@@ -439,18 +438,17 @@ def _triton_rotate(x, cos, sin, layout, out) -> bool:
 
 def _angles_in_kernel(x, positions, theta, layout, backend) -> bool:
     """True when a kernel should compute the angles itself, with no cos/sin tables from
-    PyTorch: the Triton kernel on CUDA (float32 angles); the C loop on a CPU for position ids
-    (and, without ids, for a decode-sized tensor, where one call beats the table lookup).
-    Not under torch.compile, nor when θ wants a gradient."""
+    PyTorch: the Triton kernel on CUDA (float32 angles); the C loop on a CPU for integer
+    position ids. (Without ids a CPU takes the cached table of 0 … seq − 1: one definition
+    of the default positions, and the torch angle rule, checked by the notebooks.) Not under
+    torch.compile, nor when θ wants a gradient."""
     if _is_compiling() or (torch.is_grad_enabled() and theta.requires_grad):
         return False
     if backend == "triton" or (backend == "auto" and x.is_cuda):
         return theta.dtype == torch.float32 and (
             backend == "triton" or (x.numel() > 0 and _auto_triton(x.device) is not None))
-    return (backend in ("auto", "c") and x.device.type == "cpu"
-            and (backend == "c" or _c_runs(x))
-            and (x.numel() < _ckernel.PARALLEL_MIN_ELEMENTS if positions is None
-                 else not positions.is_floating_point())
+    return (positions is not None and backend in ("auto", "c") and x.device.type == "cpu"
+            and not positions.is_floating_point()
             and not (torch.is_grad_enabled() and x.requires_grad))
 
 
@@ -583,16 +581,13 @@ def rotate_pair(q, k, positions, theta, layout, *, backend="auto"):
 
 
 def _c_pair(q, k, positions, theta, layout):
-    """:func:`rotate_pair` on a CPU: the C loop on q, then on k, for position ids (and for
-    default positions at a decode step's size), each with its own cos/sin table of the ids."""
+    """:func:`rotate_pair` on a CPU: the C loop on q, then on k, for integer position ids,
+    each with its own cos/sin table of the ids."""
     if _is_compiling() or (torch.is_grad_enabled() and (
             q.requires_grad or k.requires_grad or theta.requires_grad)):
         return None
-    if positions is None:
-        if q.numel() + k.numel() >= _ckernel.PARALLEL_MIN_ELEMENTS:
-            return None  # the cached table of 0 … seq − 1 does better
-    elif positions.is_floating_point():
-        return None
+    if positions is None or positions.is_floating_point():
+        return None  # the cached table of 0 … seq − 1; float ids: tables
     elif positions.dtype != torch.int64:
         positions = positions.long()
     rotary_dim = 2 * theta.shape[0]

@@ -114,18 +114,18 @@ GLOSSARY = (
          N_("A 16-bit float with 8 significant bits: integer positions above 256 are rounded, so "
             "angles m·θ_i are computed in float32."), "04", also=("bf16",)),
     Term("long-range decay", "远程衰减",
-         N_("The claim that scores shrink as |m − n| grows; true only for some q and k."), "02"),
+         N_("The claim that scores shrink as |m − n| grows; true only for some q and k."), "05"),
     Term("context length", "上下文长度",
          N_("The number of positions L a model reads at once; training fixes one."), "02",
          also=("training length", "trained length")),
     Term("extrapolation", "外推",
          N_("Running a model on positions beyond the length it was trained on."), "06"),
-    Term("interpolation", "内插 (插值)",
+    Term("interpolation", "插值",
          N_("Squeezing new positions into the trained range (position interpolation, NTK, YaRN)."),
          "06"),
-    Term("position interpolation (PI)", "位置插值",
+    Term("position interpolation (PI)", "线性插值",
          N_("θ_i / s for every pair: s·L positions squeezed into the trained range [0, L)."), "06"),
-    Term("NTK-aware scaling", "NTK 缩放",
+    Term("NTK-aware scaling", "NTK 插值",
          N_("A larger base, base·s^(d/(d−2)): the fastest pair keeps θ_0, the slowest is divided "
             "by s. Dynamic NTK recomputes it from the current length."), "06",
          also=("NTK", "dynamic NTK")),
@@ -251,6 +251,23 @@ def chinese_terms(term: Term) -> tuple[str, str]:
     if row is None:
         return term.chinese, ""
     return row["chinese"], row["seed_wording"]
+
+
+def terms_markdown() -> str:
+    """The Chinese edition's terms, one per concept, as a Markdown table: the English term,
+    the course's Chinese term (with the English at its first use where the table asks for
+    it), how the source posts write it (post:line), and the forms the edition never uses.
+    The table is ``rope_lab/data/terms_zh.csv``; ``tests/test_terms_zh.py`` checks every
+    Chinese notebook and the package's messages against it."""
+    header = ("English", _("the course writes"), _("the source posts write"), _("never"))
+    rows = ["| " + " | ".join(header) + " |", "|---|---|---|---|"]
+    for row in _term_table().values():
+        wording = row["seed_wording"] + (f" ({row['seed_source']})" if row["seed_source"]
+                                         else "")
+        never = ", ".join(row["avoid"].split("|")) if row.get("avoid") else ""
+        rows.append(f"| {_escape(row['english'])} | {row['first_use'] or row['chinese']} | "
+                    f"{_escape(wording) or '—'} | {_escape(never) or '—'} |")
+    return "\n".join(rows)
 
 
 def glossary_markdown(terms=GLOSSARY) -> str:

@@ -217,6 +217,9 @@ def grid_positions(height: int, width: int, *, device=None) -> torch.Tensor:
     """
     height = _validate.check_positive_int(height, "height")
     width = _validate.check_positive_int(width, "width")
+    # int64 (x, y) pairs, and the two meshgrid views flattened on the way
+    _validate.check_table_size("grid_positions", f"height={height} × width={width}",
+                               height * width * 32)
     rows, columns = torch.meshgrid(torch.arange(height, device=device),
                                    torch.arange(width, device=device), indexing="ij")
     return torch.stack((columns.flatten(), rows.flatten()), dim=-1)
@@ -297,6 +300,10 @@ def mrope_positions(text_before: int, grid_thw, text_after: int = 0, *,
         ) from error
     if rule not in MROPE_RULES:
         raise ValueError(f"rule must be one of {MROPE_RULES}, got {rule!r}")
+    tokens = text_before + frames * rows * columns + text_after
+    _validate.check_table_size(
+        "mrope_positions", f"text_before={text_before} + grid_thw={tuple(grid_thw)} + "
+        f"text_after={text_after} = {tokens} tokens", tokens * 3 * 8 * 3)
     before = torch.arange(text_before)[:, None].expand(-1, 3)
     t, h, w = torch.meshgrid(torch.arange(frames), torch.arange(rows), torch.arange(columns),
                              indexing="ij")
@@ -322,6 +329,8 @@ class RoPEMixed(nn.Module):
         super().__init__()
         _check_dim_multiple_of_4(dim)
         n_heads = _validate.check_positive_int(n_heads, "n_heads")
+        _validate.check_table_size("RoPEMixed", f"n_heads={n_heads} × dim={dim}",
+                                   n_heads * dim * 8)
         if angles is None:
             angles = torch.rand(n_heads, dtype=torch.float64) * 2 * math.pi
         angles = torch.as_tensor(angles, dtype=torch.float64)

@@ -443,8 +443,7 @@ class RotaryEmbedding(nn.Module):
         self.dim = _validate.check_dim(dim)
         self.base = _validate.check_base(base)
         self.layout = _validate.check_layout(layout)
-        self.attention_factor = _validate.check_positive_number(attention_factor,
-                                                                "attention_factor")
+        self.attention_factor = _validate.check_base(attention_factor, "attention_factor")
         if max_seq_len is not None:
             _validate.check_positive_int(max_seq_len, "max_seq_len")
             # angles, cos and sin: three float32 tables of max_seq_len × dim/2

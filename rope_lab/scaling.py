@@ -440,6 +440,10 @@ def fit_random_scores(dim: int = 128, base: float = DEFAULT_BASE, length: int = 
         ``(dim,)`` float64 coefficients (minimum-norm solution).
     """
     _validate.check_positive_int(length, "length")
+    _validate.check_dim(dim)
+    # the float64 basis, its angles and lstsq's copy of it
+    _validate.check_table_size("fit_random_scores", f"length={length} × dim={dim}",
+                               length * dim * 8 * 3)
     generator = torch.Generator().manual_seed(seed)
     targets = torch.rand(length, 1, generator=generator, dtype=torch.float64) * 2 - 1
     basis = rope_basis(torch.arange(length), dim, base)

@@ -34,7 +34,9 @@ def seed_everything(seed: int = 0) -> None:
 def show_source(obj) -> None:
     """Print the real source of a function or class from the package, highlighted.
 
-    Notebooks call this instead of copying code, so what a student reads is what runs.
+    Notebooks call this instead of copying code, so what a student reads is what runs. In a
+    translated edition the docstring is shown in the course's language
+    (:func:`translated_docstring`); the code is the same.
     """
     try:
         source = inspect.getsource(obj)
@@ -44,7 +46,7 @@ def show_source(obj) -> None:
             f"show_source needs a function, class or module defined in Python source, "
             f"got {obj!r}"
         ) from error
-    text = f"# {_short_path(where)}\n{source}"
+    text = f"# {_short_path(where)}\n{translated_docstring(source)}"
     if _in_notebook():
         from IPython.display import HTML, display
         from pygments import highlight
@@ -55,6 +57,40 @@ def show_source(obj) -> None:
         display(HTML(highlight(text, PythonLexer(), formatter)))
     else:
         print(text)
+
+
+def translated_docstring(source: str) -> str:
+    """``source`` (one function's or class's code) with its docstring in the course's
+    language, indented as the original: in the Chinese edition :func:`show_source` shows the
+    same code with the explanation a learner reads translated. The package catalog holds
+    the docstrings of every object a notebook shows (:mod:`rope_lab.translations.catalogs`)."""
+    import ast
+    import textwrap
+
+    from rope_lab.i18n import _, get_language
+
+    if get_language() == "en":
+        return source
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return source
+    definition = tree.body[0] if tree.body else None
+    body = getattr(definition, "body", None)
+    if not body or not isinstance(body[0], ast.Expr) or not (
+            isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+        return source
+    english = inspect.cleandoc(body[0].value.value)
+    translated = _(english)
+    if translated == english:
+        return source
+    lines = source.splitlines(keepends=True)
+    first, last = body[0].lineno - 1, body[0].end_lineno  # the docstring's lines
+    indent = lines[first][: len(lines[first]) - len(lines[first].lstrip())]
+    new = translated.splitlines()
+    docstring = [f'{indent}"""{new[0]}'] + [f"{indent}{line}".rstrip() for line in new[1:]]
+    docstring = "\n".join(docstring) + ("\n" + indent if len(new) > 1 else "") + '"""\n'
+    return "".join(lines[:first]) + docstring + "".join(lines[last:])
 
 
 def _short_path(where: str) -> str:
@@ -71,6 +107,27 @@ def _in_notebook() -> bool:
     return shell is not None and shell.__class__.__name__ == "ZMQInteractiveShell"
 
 
+def _translate_errors_in_notebook() -> None:
+    """In a notebook of a translated edition, show the package's English errors with their
+    translation as a note (:func:`rope_lab.i18n.errors.show_translated`); in English, or
+    outside IPython, nothing changes."""
+    from rope_lab.i18n import get_language
+
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    if get_language() == "en":
+        shell.set_custom_exc((), None)
+        return
+    from rope_lab.i18n.errors import show_translated
+
+    shell.set_custom_exc((ValueError, TypeError, IndexError), show_translated)
+
+
 def setup_notebook(seed: int = 0, language: str | None = None) -> torch.device:
     """The setup cell of every notebook: seed, show figures inline, print the environment.
 
@@ -84,6 +141,7 @@ def setup_notebook(seed: int = 0, language: str | None = None) -> torch.device:
         from rope_lab.i18n import normalize_language, set_language
 
         set_language(normalize_language(language))
+        _translate_errors_in_notebook()
     seed_everything(seed)
     if _in_notebook():
         # Figures are plain matplotlib Figures (no pyplot); ask IPython to show them as PNG.

@@ -477,7 +477,9 @@ def scaling_panel():
         "factor": choice(N_("scale factor s"), SCALE_FACTORS, 8.0),
         "method": dropdown(N_("method"),
                            ["default", "linear", "ntk", "dynamic", "yarn", "llama3"],
-                           value="yarn"),
+                           value="yarn",
+                           labels={method: plots.length_extrapolation.scaling_label(method)
+                                   for method in plots.length_extrapolation.SCALING_LABELS}),
         # Powers of two: every stop moves YaRN's ramp to other pairs (a step of 1 mostly
         # did not: 125 values drew 13 different figures).
         "beta_fast": choice(N_("YaRN beta_fast"), (4.0, 8.0, 16.0, 32.0, 64.0, 128.0), 32.0),

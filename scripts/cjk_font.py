@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rope_lab import _atomic  # noqa: E402
 from rope_lab.book import CJK_FONT, cjk_characters, is_cjk  # noqa: E402
 
 DEBIAN_FONT = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
@@ -58,6 +59,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--font", type=Path, default=DEBIAN_FONT,
                         help=f"Noto Sans CJK .ttc or SC .otf (default {DEBIAN_FONT})")
+    parser.add_argument("--out", type=Path, default=CJK_FONT,
+                        help=f"where the subset goes (default {CJK_FONT.relative_to(ROOT)})")
     args = parser.parse_args(argv)
     if not args.font.exists():
         print(f"cjk_font: {args.font} not found. Install Debian's fonts-noto-cjk "
@@ -84,9 +87,15 @@ def main(argv=None) -> int:
     subsetter = subset.Subsetter(options)
     subsetter.populate(text=text)
     subsetter.subset(font)
-    font.save(CJK_FONT)
-    print(f"cjk_font: {len(text)} characters, {CJK_FONT.stat().st_size / 1024:.0f} KiB "
-          f"-> {CJK_FONT.relative_to(ROOT)}")
+    try:  # whole or not at all: a full disk or a size limit leaves the old font as it was
+        with _atomic.writing(args.out) as handle:
+            font.save(handle)
+    except OSError as error:
+        print(f"cjk_font: could not write {args.out}: {error.strerror or error}; the previous "
+              "font is unchanged", file=sys.stderr)
+        return 2
+    print(f"cjk_font: {len(text)} characters, {args.out.stat().st_size / 1024:.0f} KiB "
+          f"-> {args.out}")
     return 0
 
 

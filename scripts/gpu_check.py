@@ -47,7 +47,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -58,7 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import rope_lab as rl  # noqa: E402
-from rope_lab import fast, rope  # noqa: E402
+from rope_lab import _atomic, fast, rope  # noqa: E402
 
 DEVICE = torch.device(os.environ.get("DEV", "cuda" if torch.cuda.is_available() else "cpu"))
 CUDA = DEVICE.type == "cuda"
@@ -88,10 +87,7 @@ class Record:
     def save(self):
         self.data["elapsed_s"] = round(time.perf_counter() - self.started, 1)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=self.path.parent, delete=False,
-                                         suffix=".tmp") as handle:
-            json.dump(self.data, handle, indent=1, default=str)
-        os.replace(handle.name, self.path)
+        _atomic.write_text(self.path, json.dumps(self.data, indent=1, default=str))
 
 
 def failure(error: BaseException) -> str:

@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import rope_lab as rl  # noqa: E402
+from rope_lab import _atomic, fast  # noqa: E402
 from rope_lab import _triton_rope as kernels  # noqa: E402
-from rope_lab import fast  # noqa: E402
 
 CUDA = torch.cuda.is_available() and not kernels.INTERPRETED
 DEVICE = "cuda" if CUDA else "cpu"
@@ -258,7 +258,7 @@ def main() -> int:
               "host": [], "kernel": []}
 
     def save():
-        Path(args.out).write_text(json.dumps(record, indent=1))
+        _atomic.write_text(args.out, json.dumps(record, indent=1))
 
     host_rows(record, save)
     if not args.host_only:

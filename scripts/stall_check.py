@@ -25,6 +25,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rope_lab import _atomic  # noqa: E402
+
 DEFAULT_NOTEBOOKS = [
     ROOT / "notebooks" / "00_start_here.ipynb",
     ROOT / "notebooks" / "04_rope_in_d_dimensions.ipynb",
@@ -143,7 +147,7 @@ def main(argv=None) -> int:
           f"{multiprocessing.cpu_count()} CPU(s)")
     print(table(runs, args.max_cell_seconds))
     if args.json:
-        args.json.write_text(json.dumps(runs, indent=1))
+        _atomic.write_text(args.json, json.dumps(runs, indent=1))
     failed = [run for run in runs
               if run["slowest_cell_seconds"] > args.max_cell_seconds or run["error"]]
     if failed:

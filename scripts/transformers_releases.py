@@ -37,6 +37,7 @@ from pathlib import Path
 
 import tomllib
 
+from rope_lab import _atomic
 from rope_lab.hf.config import _version_key as _key  # how rope_lab orders releases
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,7 +106,7 @@ def environment(version: str, cache: Path) -> Path:
                           "['purelib'])"], capture_output=True, text=True, check=True)
     # this environment's packages after the release's own (a .pth line is appended to path)
     here = sorted({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
-    Path(own.stdout.strip(), "zz_rope_lab_base.pth").write_text("\n".join(here) + "\n")
+    _atomic.write_text(Path(own.stdout.strip(), "zz_rope_lab_base.pth"), "\n".join(here) + "\n")
     # pip's resolver complains about packages of this environment that want another
     # transformers (sentence-transformers): shown only when the install fails
     done = subprocess.run([str(python), "-m", "pip", "install", "--quiet",
@@ -113,7 +114,7 @@ def environment(version: str, cache: Path) -> Path:
                           capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"installing transformers {version} failed:\n{done.stderr}")
-    (folder / ".complete").write_text(version + "\n")
+    _atomic.write_text(folder / ".complete", version + "\n")
     return python
 
 
@@ -163,7 +164,7 @@ def main(argv=None) -> int:
         for test in result["failed"]:
             print(f"    {test}")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+        _atomic.write_text(args.json, json.dumps(results, indent=1) + "\n")
     bad = [r["transformers"] for r in results if not r["ok"]]
     print(f"\n{len(results) - len(bad)} of {len(results)} releases pass"
           + (f"; failing: {', '.join(bad)}" if bad else ""))

@@ -64,8 +64,7 @@ def test_decode_command_times_one_step_next_to_hugging_face(tmp_path, capsys):
     rows = {row["name"]: row for row in report["rows"]}
     assert rows[bench.HF_DECODE]["times_hf"] == 1.0
     assert all(row["us_per_step"] > 0 for row in rows.values())
-    with pytest.raises(SystemExit):
-        bench.main(["decode", "--calls", "0"])
+    assert bench.main(["decode", "--calls", "0"]) == 2
 
 
 def test_decode_step_rows_compute_the_same_rotation_as_hugging_face():
@@ -203,6 +202,7 @@ def _toy_factory(calls):
     return toy_panel
 
 
+@pytest.mark.slow
 def test_widget_benchmark_turns_every_control_of_every_registered_panel(monkeypatch):
     calls = []
     monkeypatch.setattr(widgets, "PANELS", {"toy_panel": _toy_factory(calls)})
@@ -220,6 +220,7 @@ def test_widget_benchmark_turns_every_control_of_every_registered_panel(monkeypa
     assert "toy_panel" in widgets.format_redraw_table(report)
 
 
+@pytest.mark.slow
 def test_widgets_command_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(widgets, "PANELS", {"toy_panel": _toy_factory([])})
     path = tmp_path / "widgets.json"
@@ -332,6 +333,7 @@ def test_exercise_checkers_accept_solutions_and_reject_mistakes(capsys):
     assert "ZeroDivisionError" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_bench_imports_no_drawing_code():
     """One job per module, no cycle: the benchmark never pulls in widgets, plots or
     matplotlib (the `widgets` command imports them only when it runs)."""
@@ -344,3 +346,30 @@ def test_bench_imports_no_drawing_code():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    # failed only after the whole benchmark
+    (["--json", "missing/dir/x.json"], "--json missing/dir/x.json: the folder missing/dir does "
+                                       "not exist"),
+    # the process was OOM-killed
+    (["--shape", "1", "1", "1", "2000000000"], "--shape 1 1 1 2000000000: the benchmark's "
+                                               "tensors need 59.6 GiB (limit 1 GiB"),
+    (["--shape", "1", "2", "16", "7"], "DIM = 7 must be even"),
+    (["--shape", "1", "-2", "16", "8"], "--shape 1 -2 16 8: every size must be at least 1"),
+    (["--threads", "-3"], "--threads -3: expected a number of threads from 1 to 1024"),
+    (["decode", "--shape", "0", "8", "1", "64"], "every size must be at least 1"),
+    (["widgets", "--json", "missing/dir/x.json"], "the folder missing/dir does not exist"),
+])
+def test_an_impossible_request_is_refused_before_any_timing(monkeypatch, capsys, arguments,
+                                                            expected):
+    """Issue 35: each gave a traceback, an OOM kill or a failure after the whole run."""
+    def no_timing(*args, **kwargs):
+        raise AssertionError("timed before checking its arguments")
+
+    for name in ("run_benchmark", "decode_benchmark", "sweep"):
+        monkeypatch.setattr(bench, name, no_timing)
+    monkeypatch.setattr(widgets, "redraw_times", no_timing)
+    assert bench.main(arguments) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and expected in err, err

@@ -1,6 +1,7 @@
 """rope_lab.book (the static site of `make book`) and the Colab links of README and notebooks."""
 
 import base64
+import html
 import re
 import shutil
 import subprocess
@@ -199,6 +200,7 @@ def test_navigation_links_previous_next_and_the_map():
     assert "→" not in last and "index.html" in last
 
 
+@pytest.mark.slow
 def test_problems_finds_errors_missing_pages_and_broken_links(tmp_path):
     path = tmp_path / "broken.ipynb"
     nbformat.write(new_notebook(cells=[
@@ -214,22 +216,32 @@ def test_problems_finds_errors_missing_pages_and_broken_links(tmp_path):
     assert "absent.ipynb: no page absent.html" in found
 
 
+@pytest.mark.slow
 def test_the_book_of_the_course(tmp_path):
-    """`make book` on every notebook there is (the widget fixture while there are none)."""
-    notebooks = book.course_notebooks() or [FIXTURE]
+    """`make book`'s site for every notebook of the course, as the notebooks are on disk (the
+    executed book, both editions, is built and read in the browser stage:
+    tests/browser/test_book_pages.py)."""
+    notebooks = book.course_notebooks()
     out = tmp_path / "book"
-    book.build(out, notebooks, log=lambda _: None)
+    book.build(out, notebooks, run=False, log=lambda _: None)
     assert book.problems(out, notebooks) == []
     index = (out / "index.html").read_text()
     for notebook in notebooks:
-        page = (out / book.page_name(notebook)).read_text()
         assert f'href="{book.page_name(notebook)}"' in index
-        assert book.WIDGET_VIEW not in page, f"{notebook.name}: a widget was not frozen"
-        if notebook == FIXTURE:
-            # the static figure and the frozen panel
-            assert len(re.findall(r"<img[^>]*src=\"data:image/png;base64,", page)) == 2
     if (ROOT / "notebooks" / "TEACHING.md").exists():
         assert (out / "teaching.html").exists()
+
+
+@pytest.mark.slow
+def test_a_run_widget_is_frozen_into_its_figure(tmp_path):
+    """The widget fixture executed by the book's runner: its panel becomes a static PNG
+    beside the figure above it, and no widget view is left on the page."""
+    out = tmp_path / "book"
+    book.build(out, [FIXTURE], teaching=None, log=lambda _: None, cache=tmp_path / "cache")
+    assert book.problems(out, [FIXTURE]) == []
+    page = (out / book.page_name(FIXTURE)).read_text()
+    assert book.WIDGET_VIEW not in page
+    assert len(re.findall(r"<img[^>]*src=\"data:image/png;base64,", page)) == 2
 
 
 # --- the 简体中文 edition ------------------------------------------------------------------------
@@ -270,6 +282,7 @@ def _switch(page: str) -> list[str]:
     return re.findall(r'<a class="rope-lab-language" href="([^"]+)"', page)
 
 
+@pytest.mark.slow
 def test_the_chinese_edition_is_a_folder_of_chinese_pages(two_editions):
     out, notebooks, untranslated = two_editions
     assert book.problems(out, notebooks) == []
@@ -289,7 +302,10 @@ def test_the_chinese_edition_is_a_folder_of_chinese_pages(two_editions):
     assert _switch((out / "index.html").read_text()) == ["zh_CN/index.html"]
     assert _switch((out / "zh_CN" / "index.html").read_text()) == ["../index.html"]
     assert _switch((out / "zh_CN" / "teaching.html").read_text()) == ["../teaching.html"]
-    assert _switch((out / "claims.html").read_text()) == ["zh_CN/index.html"]  # English only
+    assert _switch((out / "claims.html").read_text()) == ["zh_CN/claims.html"]
+    assert _switch((out / "zh_CN" / "claims.html").read_text()) == ["../claims.html"]
+    chinese_claims = (out / "zh_CN" / "claims.html").read_text()
+    assert '<html lang="zh-CN">' in chinese_claims and "没有位置编码时，注意力" in chinese_claims
     # the Chinese pages' neighbours are Chinese pages: 03 is the only one here
     # (the page's text, not its stylesheets: older JupyterLab themes draw icons with ← and →)
     text = re.sub(r"<style.*?</style>", "", chinese, flags=re.S)
@@ -305,7 +321,7 @@ def test_the_chinese_index_links_its_pages_and_the_english_ones_not_translated(t
     assert re.search(rf'<a href="../{untranslated.stem}.html" hreflang="en">[^<]+</a> '
                      "<em>（英文版，尚未翻译）</em>", index)
     assert '<a href="teaching.html">教学指南</a>' in index
-    assert '<a href="../claims.html">原博文的论断（英文）</a>' in index
+    assert '<a href="claims.html">原博文的论断</a>' in index
     assert "分钟</td>" in index and " min</td>" not in index
 
 
@@ -325,6 +341,7 @@ def test_an_index_of_a_partial_build_says_a_notebook_is_not_in_it():
         assert page.count('<a href="03_rope_in_2d.html">') == 1
 
 
+@pytest.mark.slow
 def test_a_translated_notebook_left_out_of_a_partial_build_is_not_called_untranslated(
         tmp_path):
     """English 03 and 05 but only Chinese 03 built: the Chinese index must not say that 05
@@ -499,6 +516,7 @@ def test_cjk_characters_reads_every_text_of_the_repository(tmp_path):
     assert book.cjk_characters(tmp_path) == set("是旋转位置编码。衰减外推注意力")
 
 
+@pytest.mark.slow
 def test_the_font_script_names_the_fix_when_the_font_is_missing(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "cjk_font.py"), "--font",
                              str(tmp_path / "absent.ttc")], capture_output=True, text=True)
@@ -519,6 +537,7 @@ def test_a_missing_cjk_font_names_the_make_target(monkeypatch, tmp_path):
         book.build(tmp_path / "book", [FIXTURE], run=False, teaching=None, log=lambda _: None)
 
 
+@pytest.mark.slow
 def test_pages_load_nothing_from_the_network(tmp_path):
     out = tmp_path / "book"
     book.build(out, [ROOT / "notebooks" / "03_rope_in_2d.ipynb"], run=False, log=lambda _: None)
@@ -578,7 +597,9 @@ def test_notebooks_run_with_encrypted_kernel_connections():
     zmq = pytest.importorskip("zmq")
     from jupyter_client.manager import KernelManager
 
-    config = book.kernel_config()
+    from rope_lab import runner
+
+    config = runner.kernel_config()
     if "transport_encryption" in KernelManager.class_trait_names() and zmq.has("curve"):
         assert config.KernelManager.transport_encryption == "auto"
     else:
@@ -672,7 +693,161 @@ def test_readme_binder_badge_uses_the_one_repository():
 
 
 def test_set_repository_command_line(tmp_path, monkeypatch, capsys):
-    # what set_repository rewrites is tested in test_course.py
-    monkeypatch.setattr(book, "set_repository", lambda url, ref: [ROOT / "README.md"])
-    assert book.main(["--set-repository", "https://github.com/a/b", "--ref", "v1"]) == 0
-    assert "1 file(s) now point at https://github.com/a/b at v1" in capsys.readouterr().out
+    # what set_repository rewrites is tested in test_course.py; here, what the command says
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    readme, settings = ROOT / "README.md", ROOT / "rope_lab" / "course.py"
+    for step, expected in ((1, "step 1 of 2: 2 file(s) now point at https://github.com/a/b at v1"),
+                           (2, f"step 2 of 2: 2 file(s) changed; the course points at "
+                               f"https://github.com/a/b at v1 and every install cell installs "
+                               f"the package of commit {commit}; commit, tag that commit v1")):
+        monkeypatch.setattr(book, "set_repository", lambda url, ref, step=step: book.Publication(
+            [settings, readme], step, commit if step == 2 else None))
+        assert book.main(["--set-repository", "https://github.com/a/b", "--ref", "v1"]) == 0
+        out = capsys.readouterr().out
+        assert "book: rewrote README.md" in out and "book: rewrote rope_lab/course.py" in out
+        assert expected in out, out
+
+
+def test_set_repository_command_refuses_an_address_with_one_line(capsys):
+    """Issue 35: `--set-repository https://github.com/../.. --ref v1` exited 0."""
+    assert book.main(["--set-repository", "https://github.com/../..", "--ref", "v1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not name a repository on a known forge" in err
+
+
+# --- the one gate for HTML -------------------------------------------------------------------
+
+HOSTILE_MARKDOWN = """# Hostile
+
+<script>alert('markdown')</script>
+<img src="x.png" onerror="alert('onerror')">
+[a link](javascript:alert('link')) and <a href="JaVaScRiPt:alert(1)">another</a>
+<iframe src="https://example.org"></iframe><frameset><frame src="x"></frameset>
+<object data="x.swf"></object><embed src="x.swf"><base href="https://example.org/">
+<meta http-equiv="refresh" content="0; url=https://example.org">
+<form action="https://example.org"><input name="password"></form>
+<svg onload="alert('svg')"><circle r="4"/></svg>
+<a href="data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==">data</a>
+<p style="position: fixed; background: url(https://example.org/track.png)">styled</p>
+
+Kept: $\\theta_i = b^{-2i/d}$, **bold**, a [page](03_rope_in_2d.ipynb) and a table:
+
+| m | angle |
+|---|---|
+| 1 | θ |
+"""
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9"
+       "awAAAABJRU5ErkJggg==")
+
+
+def _hostile_notebook(folder: Path) -> Path:
+    code = new_code_cell("show()", outputs=[
+        new_output("display_data", data={
+            "text/html": "<b>html output</b><script>alert('output')</script>"
+                         "<img src=x onerror=alert(2)>",
+            "text/plain": "html"}),
+        new_output("display_data", data={"application/javascript": "alert('js output')",
+                                         "text/plain": "js"}),
+        new_output("display_data", data={"text/markdown": "<img src=y onerror=alert(3)> md",
+                                         "text/plain": "md"}),
+        new_output("display_data", data={"image/png": PNG, "text/plain": "figure"}),
+        new_output("display_data", data={
+            "text/html": '<div class="highlight" style="background: #f8f8f8"><pre>'
+                         '<span style="color: #008000; font-weight: bold">def</span></pre></div>',
+            "text/plain": "source"})])
+    path = folder / "hostile.ipynb"
+    nbformat.write(new_notebook(cells=[new_markdown_cell(HOSTILE_MARKDOWN), code]), path)
+    return path
+
+
+@pytest.mark.slow
+def test_no_script_handler_frame_or_javascript_url_reaches_a_page(tmp_path):
+    """Issue 35: the book passed notebook markdown <script>, onerror=, javascript: links,
+    <iframe> and text/html outputs through verbatim."""
+    notebook = _hostile_notebook(tmp_path)
+    out = tmp_path / "book"
+    book.build(out, [notebook], run=False, teaching=None, log=lambda _: None)
+    page = (out / "hostile.html").read_text(encoding="utf-8")
+    head, body = page.split("<body", 1)
+    tags = _tags(body)
+    names = {tag for tag, _ in tags}
+    assert not names & {"script", "iframe", "frame", "frameset", "object", "embed", "base",
+                        "meta", "form", "input", "svg", "style"}, names
+    attributes = [(tag, name, value or "") for tag, pairs in tags for name, value in pairs]
+    assert not [a for a in attributes if a[1].startswith("on")], attributes
+    urls = [value.strip().lower() for tag, name, value in attributes if name in ("href", "src")]
+    assert not [url for url in urls if url.startswith(("javascript:", "vbscript:"))
+                or url.startswith("data:") and not url.startswith("data:image/png")], urls
+    assert not [a for a in attributes if a[1] == "style" and ("position" in a[2]
+                                                              or "url(" in a[2])]
+    for shown in ("alert('markdown')", "alert('output')", "alert('svg')", "alert('js output')"):
+        assert shown not in body, shown  # a script's code is dropped, not shown as text
+    assert not [p for p in book.problems(out, [notebook]) if "the body holds" in p]
+    # the head is the book's template, whatever the notebook holds: the scripts of a page
+    # made from a harmless notebook, MathJax among them
+    plain = tmp_path / "plain.ipynb"
+    nbformat.write(new_notebook(cells=[new_markdown_cell("# Plain")]), plain)
+    book.build(tmp_path / "plain", [plain], run=False, teaching=None, log=lambda _: None)
+    scripts = re.compile(r"<script[^>]*>.*?</script>", re.S)
+    assert scripts.findall(head) == scripts.findall(
+        (tmp_path / "plain" / "plain.html").read_text(encoding="utf-8").split("<body")[0])
+    assert f'<script src="{book.MATHJAX_URL}">' in head
+    # what a page needs survives: maths, bold, a table, the figure, highlighted code's colours
+    assert "\\theta_i" in body and "<strong>bold</strong>" in body and "<table>" in body
+    assert f'src="data:image/png;base64,{PNG}"' in body
+    assert 'style="color:#008000;font-weight:bold"' in body and "<b>html output</b>" in body
+    assert "styled" in body and "html output" in body and " md" in body
+
+
+def _tags(body: str) -> list[tuple[str, list]]:
+    """Every start tag of ``body`` as a browser's parser reads it: (name, attributes)."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, attrs))
+
+    Tags().feed(body)
+    return found
+
+
+def test_problems_finds_a_script_that_got_past_the_gate(tmp_path, monkeypatch):
+    notebook = _hostile_notebook(tmp_path)
+    monkeypatch.setattr(book, "sanitize_page", lambda page: page)  # the gate left out
+    out = tmp_path / "book"
+    book.build(out, [notebook], run=False, teaching=None, log=lambda _: None)
+    assert any("the body holds" in problem and "<script" in problem
+               for problem in book.problems(out, [notebook]))
+
+
+def test_the_gate_keeps_a_page_of_the_course_as_it_is():
+    """The sanitizer changes no tag, attribute or text of a real page (notebook 03)."""
+    notebook = ROOT / "notebooks" / "03_rope_in_2d.ipynb"
+    page = book.render_page(notebook, [notebook], {book.page_name(notebook), "index.html"})
+    clean = book.sanitize_page(page)
+
+    def shape(text):
+        body = text.split("<body", 1)[1]
+        return (sorted(re.findall(r"<([a-zA-Z][\w-]*)", body)),
+                sorted(re.findall(r'\s([a-zA-Z-:]+)="', body)),
+                html.unescape(re.sub(r"<[^>]+>", "", body)))
+
+    assert shape(clean) == shape(page)
+
+
+def test_every_font_file_mathjax_names_is_in_the_site(tmp_path):
+    """MathJax's combined configuration names TeX fonts by file (its assistive MathML asked
+    for TeX/otf/MathJax_AMS-Regular.otf on 05's page: a console error, as the site had no
+    such file): every one it can ask for is there."""
+    out = tmp_path / "book"
+    book.build(out, [ROOT / "notebooks" / "03_rope_in_2d.ipynb"], run=False,
+               teaching=None, log=lambda _: None)
+    config = (out / book.MATHJAX_DIR / "config" / "TeX-AMS-MML_HTMLorMML-full.js").read_text()
+    named = set(re.findall(r"MathJax_[A-Za-z]+-[A-Za-z]+\.otf", config))
+    assert "MathJax_AMS-Regular.otf" in named
+    folder = out / book.MATHJAX_DIR / "fonts" / "HTML-CSS" / "TeX" / "otf"
+    assert sorted(name for name in named if not (folder / name).is_file()) == []
+    for name in named:  # a real font, not an empty stand-in
+        assert (folder / name).read_bytes()[:4] in (b"wOFF", b"OTTO", b"\0\1\0\0")

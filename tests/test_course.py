@@ -125,8 +125,9 @@ def test_every_solutions_notebook_belongs_to_a_main_notebook(path):
 
 # --- the install cell: a pinned release of the published course, or nothing ---------------
 
-PUBLISHED = ("https://github.com/teacher/rope-course", "v1.0")
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+# a published course: its repository and the commit its install cell installs
+PUBLISHED = ("https://github.com/teacher/rope-course", COMMIT)
 
 
 def run_cell(cell: str, *, colab: bool, monkeypatch) -> list:
@@ -156,16 +157,27 @@ def test_unpublished_the_cell_installs_nothing_and_says_what_to_do(monkeypatch):
     assert "http" not in cell and "pip" not in cell
 
 
-@pytest.mark.parametrize(("ref", "archive"), [
-    ("v1.0", "https://github.com/teacher/rope-course/archive/refs/tags/v1.0.zip"),
-    (COMMIT, f"https://github.com/teacher/rope-course/archive/{COMMIT}.zip")])
-def test_published_the_cell_installs_the_pinned_release_on_colab_only(ref, archive,
-                                                                      monkeypatch):
-    cell = course.install_cell(PUBLISHED[0], ref)
+@pytest.mark.parametrize(("repository", "archive"), [
+    ("https://github.com/teacher/rope-course",
+     f"https://github.com/teacher/rope-course/archive/{COMMIT}.zip"),
+    ("https://gitlab.com/teacher/rope-course",
+     f"https://gitlab.com/teacher/rope-course/-/archive/{COMMIT}/rope-course-{COMMIT}.zip"),
+    ("https://codeberg.org/teacher/rope-course",
+     f"https://codeberg.org/teacher/rope-course/archive/{COMMIT}.zip")])
+def test_published_the_cell_installs_the_pinned_commit_on_colab_only(repository, archive,
+                                                                     monkeypatch):
+    cell = course.install_cell(repository, COMMIT)
     assert run_cell(cell, colab=False, monkeypatch=monkeypatch) == []
     (command,) = run_cell(cell, colab=True, monkeypatch=monkeypatch)
     assert command[-1] == f"rope_lab[models] @ {archive}"
-    assert "--no-input" in command and "heads" not in cell
+    assert "--no-input" in command and "heads" not in cell and "tags" not in cell
+
+
+@pytest.mark.parametrize("not_a_commit", ["v1.0", "0123abc", COMMIT.upper(), 1])
+def test_the_install_cell_pins_a_commit_never_a_tag(not_a_commit):
+    """Issue 35: the cell installed a tag's archive, which a moved tag changes."""
+    with pytest.raises(ValueError, match="is not a full commit hash"):
+        course.install_cell(PUBLISHED[0], not_a_commit)
 
 
 @pytest.mark.parametrize("ref", ["main", "master", "HEAD", "", "v1 0", "../x", "v1.lock",
@@ -180,7 +192,7 @@ def test_a_ref_that_does_not_pin_a_release_is_refused(ref):
 def test_the_install_cell_is_short(published, language):
     where = PUBLISHED if published else (None, None)
     cell = course.install_cell(*where, language=language)
-    assert len(cell.splitlines()) <= 13
+    assert len(cell.splitlines()) <= 14  # the commit on a line of its own: a URL fits
     # in columns: a CJK character takes two
     assert max(sum(1 + (unicodedata.east_asian_width(c) in "WF") for c in line)
                for line in cell.splitlines()) <= 100
@@ -205,8 +217,7 @@ def _code_of_install_cell(cell: str) -> str:
     return ast.dump(tree)
 
 
-@pytest.mark.parametrize("where", [(None, None), PUBLISHED, (PUBLISHED[0], COMMIT)],
-                         ids=["unpublished", "tag", "commit"])
+@pytest.mark.parametrize("where", [(None, None), PUBLISHED], ids=["unpublished", "published"])
 def test_the_chinese_install_cell_is_the_english_code_in_chinese(where):
     english = course.install_cell(*where)
     chinese = course.install_cell(*where, language="zh")
@@ -268,8 +279,28 @@ def test_a_translation_that_loses_a_field_or_a_cell_that_is_not_an_install_cell_
     real = i18n.gettext
     monkeypatch.setattr(i18n, "gettext", lambda message: real(message).replace("{last}", ""))
     monkeypatch.setattr(i18n, "_", i18n.gettext)
-    with pytest.raises(ValueError, match=r"has the fields \['source'\]; expected those of the "
-                                         r"English, \['last', 'source'\]"):
+    with pytest.raises(ValueError, match=r"has the fields \['source'\] or other braces; "
+                                         r"expected exactly those of the English, "
+                                         r"\['last', 'source'\]"):
+        course.install_cell(*PUBLISHED, language="zh")
+
+
+@pytest.mark.parametrize("edit, expected", [
+    # a field of its own in the f-string message would run code on every learner's Colab
+    (lambda text: text.replace("{last}", "{last}{__import__('os').system('id')}"),
+     "or other braces"),
+    (lambda text: text + "\r", "control characters"),  # ends a line of the generated code
+    (lambda text: text.replace("Colab", "Colab\nimport os", 1), "control characters"),
+])
+def test_a_translation_cannot_put_code_into_the_install_cell(monkeypatch, edit, expected):
+    """Issue 35: a newline or an f-string field in a translated install-cell message became
+    code in the generated cell; `make translations` and set-repository wrote it."""
+    from rope_lab import i18n
+
+    real = i18n.gettext
+    monkeypatch.setattr(i18n, "gettext", lambda message: edit(real(message)))
+    monkeypatch.setattr(i18n, "_", i18n.gettext)
+    with pytest.raises(ValueError, match=expected):
         course.install_cell(*PUBLISHED, language="zh")
 
 
@@ -310,43 +341,127 @@ def _settings(root: Path) -> dict:
     return namespace
 
 
-def test_set_repository_pins_every_link_and_install_cell(tmp_path):
+def _commit_all(root: Path, message: str) -> str:
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), "-c", "user.name=teacher", "-c",
+                               "user.email=teacher@example.org", *args], check=True,
+                              capture_output=True, text=True).stdout
+
+    if not (root / ".git").exists():
+        git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", message)
+    return git("rev-parse", "HEAD").strip()
+
+
+def _files(root: Path) -> dict:
+    return {path: path.read_bytes() for path in root.rglob("*")
+            if path.is_file() and ".git" not in path.parts}
+
+
+def test_publishing_takes_two_runs_and_pins_the_install_cell_at_a_commit(tmp_path):
+    """Issue 35: the install cell installed a tag's archive (a moved tag changes what learners
+    run). Now the first run writes the settings and links, the second pins the package of
+    the commit that records them; a third changes nothing."""
+    import shutil
+
     root = _copy_of_the_repo(tmp_path)
-    for url, ref in (("https://github.com/teacher/rope-course/", "v1.0"),
-                     ("https://github.com/teacher/rope-course", COMMIT)):  # and again
-        changed = book.set_repository(url, ref, root)
-        assert root / "rope_lab" / "course.py" in changed and root / "README.md" in changed
-        settings = _settings(root)
-        assert (settings["REPOSITORY"], settings["REF"]) == (PUBLISHED[0], ref)
-        cell = settings["COLAB_CELL"]
-        assert cell == course.install_cell(PUBLISHED[0], ref)
-        readme = (root / "README.md").read_text()
-        assert readme.count(f"colab.research.google.com/github/teacher/rope-course/blob/{ref}/"
-                            "notebooks/") == len(course.NOTEBOOKS)
-        assert f"mybinder.org/v2/gh/teacher/rope-course/{ref}?" in readme
-        assert book.UNPUBLISHED_NOTE not in readme
-        chinese = course.install_cell(PUBLISHED[0], ref, language="zh")
-        assert chinese != cell and course.archive_url(PUBLISHED[0], ref) in chinese
-        seen = {"en": 0, "zh": 0}
-        for path in book.install_cell_notebooks(root):
-            first, second = nbformat.read(path, as_version=4).cells[:2]
-            if "google.colab" in (first.source + second.source):
-                language = "zh" if "zh_CN" in path.relative_to(root).parts else "en"
-                assert first.cell_type == "markdown", path.name
-                assert second.source == {"en": cell, "zh": chinese}[language], path.name
-                seen[language] += 1
-        assert seen["zh"] == len(chinese_notebooks()) and seen["en"] > seen["zh"]
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    _commit_all(root, "the course")
+    url, ref = "https://github.com/teacher/rope-course/", "v1.0"
+    first = book.set_repository(url, ref, root)
+    assert first.step == 1 and first.package_commit is None
+    assert set(first.changed) == {root / "rope_lab" / "course.py", root / "README.md"}
+    settings = _settings(root)
+    assert (settings["REPOSITORY"], settings["REF"], settings["PACKAGE_COMMIT"]) == (
+        PUBLISHED[0], ref, None)
+    readme = (root / "README.md").read_text()
+    assert readme.count(f"colab.research.google.com/github/teacher/rope-course/blob/{ref}/"
+                        "notebooks/") == len(course.NOTEBOOKS)
+    assert f"mybinder.org/v2/gh/teacher/rope-course/{ref}?" in readme
+    with pytest.raises(ValueError, match="does not record REPOSITORY"):
+        book.set_repository(url, ref, root)  # not committed yet
+    head = _commit_all(root, "publish at v1.0")
+    second = book.set_repository(url, ref, root)
+    assert second.step == 2 and second.package_commit == head
+    settings = _settings(root)
+    cell = settings["COLAB_CELL"]
+    assert settings["PACKAGE_COMMIT"] == head
+    assert cell == course.install_cell(PUBLISHED[0], head)
+    chinese = course.install_cell(PUBLISHED[0], head, language="zh")
+    assert f'commit = "{head}"' in cell and course.archive_url(PUBLISHED[0], head) == (
+        f"https://github.com/teacher/rope-course/archive/{head}.zip") and "tags" not in cell
+    seen = {"en": 0, "zh": 0}
+    for path in book.install_cell_notebooks(root):
+        first_cell, second_cell = nbformat.read(path, as_version=4).cells[:2]
+        if "google.colab" in (first_cell.source + second_cell.source):
+            language = "zh" if "zh_CN" in path.relative_to(root).parts else "en"
+            assert first_cell.cell_type == "markdown", path.name
+            assert second_cell.source == {"en": cell, "zh": chinese}[language], path.name
+            seen[language] += 1
+    assert seen["zh"] == len(chinese_notebooks()) and seen["en"] > seen["zh"]
+    assert set(second.changed) == {root / "rope_lab" / "course.py", *(
+        path for path in book.install_cell_notebooks(root) if "google.colab" in
+        path.read_text(encoding="utf-8"))} - {root / "README.md"}
+    _commit_all(root, "pin the install cell")
+    third = book.set_repository(url, ref, root)
+    assert (third.step, third.changed, third.package_commit) == (3, [], head)
+    # the next release: a package change HEAD lacks is refused, with nothing written
+    book.set_repository(url, "v1.1", root)
+    _commit_all(root, "publish at v1.1")
+    (root / "rope_lab" / "new_module.py").write_text("x = 1\n")
+    before = _files(root)
+    with pytest.raises(ValueError, match=r"changes HEAD .* lacks \(rope_lab/new_module.py\)"):
+        book.set_repository(url, "v1.1", root)
+    assert _files(root) == before
 
 
-def test_set_repository_refuses_a_branch_or_a_bad_address(tmp_path):
+@pytest.mark.parametrize("url", [
+    "https://github.com/../..", "https://github.com/a/..", "https://github.com/./b",
+    "github.com/a/b", "http://github.com/a/b", "https://example.org/a/b",
+    "https://github.com.example.org/a/b", "https://github.com/only-owner",
+    "https://github.com/a/b/c", "https://github.com/a b/c", "https://github.com/-a/b", None])
+def test_set_repository_refuses_an_address_that_names_no_repository(tmp_path, url):
+    """Issue 35: `--set-repository https://github.com/../.. --ref v1` exited 0 and pointed 55
+    files at it."""
+    root = _copy_of_the_repo(tmp_path)
+    before = _files(root)
+    with pytest.raises(ValueError, match=r"url=.*does not name a repository on a known forge"):
+        book.set_repository(url, "v1", root)
+    assert _files(root) == before
+
+
+def test_set_repository_refuses_a_branch(tmp_path):
     root = _copy_of_the_repo(tmp_path)
     with pytest.raises(ValueError, match="is a branch, which moves"):
         book.set_repository("https://github.com/a/b", "main", root)
-    for url in ("github.com/a/b", "https://gitlab.com/a/b", "https://github.com/only-owner",
-                "https://github.com/a/b/c", None):
-        with pytest.raises(ValueError, match=r"url=.*expected https://github\.com/OWNER/NAME"):
-            book.set_repository(url, "v1", root)
     assert _settings(root)["REPOSITORY"] == course.REPOSITORY  # nothing was rewritten
+
+
+def test_set_repository_changes_nothing_when_a_notebook_is_damaged(tmp_path):
+    """Issue 35: set-repository stopped at a damaged notebook after changing 33 files and did
+    not list them."""
+    root = _copy_of_the_repo(tmp_path)
+    damaged = sorted(book.install_cell_notebooks(root))[-1]
+    damaged.write_text(damaged.read_text(encoding="utf-8")[:500], encoding="utf-8")
+    before = _files(root)
+    with pytest.raises(ValueError, match=rf"{damaged.name} is not a notebook nbformat can read"
+                                         r".*nothing was changed"):
+        book.set_repository("https://github.com/teacher/rope-course", "v1.0", root)
+    assert _files(root) == before
+
+
+def test_a_course_on_gitlab_or_codeberg_gets_binder_and_no_colab_links():
+    for url, binder in (("https://gitlab.com/teacher/rope-course",
+                         "https://mybinder.org/v2/gl/teacher%2Frope-course/v1.0?"),
+                        ("https://codeberg.org/teacher/rope-course",
+                         "https://mybinder.org/v2/git/https%3A%2F%2Fcodeberg.org%2Fteacher%2F"
+                         "rope-course/v1.0?")):
+        table = book.readme_badges(url, "v1.0")
+        assert binder in table and "colab" not in table.lower()
+        assert course.colab_url("03_rope_in_2d.ipynb", repository=url, ref="v1.0") is None
 
 
 def test_set_repository_command_needs_a_ref(capsys):

@@ -84,6 +84,7 @@ def test_every_grader_has_a_solution():
 # --- correct learners --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_the_solution_passes_on_fresh_random_inputs(name, capsys):
     for _ in range(3):  # a fresh seed each time
@@ -640,6 +641,7 @@ def test_memorised_answers_fail_on_fresh_inputs(name, capsys, monkeypatch):
     assert _grade(capsys, name, lookup, seed=2)[1] == out  # the seed reproduces the failure
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_a_learner_that_never_returns_gets_a_verdict_on_time(name, capsys, monkeypatch):
     grading._preload(None, getattr(exercises, name).preload)  # outside the clock, seconds
@@ -742,6 +744,7 @@ def test_a_grader_called_without_a_function_names_the_parameter(name):
         grader(42)
 
 
+@pytest.mark.slow
 def test_the_grader_leaves_the_notebook_rng_alone(capsys):
     torch.manual_seed(0)
     state = torch.get_rng_state()

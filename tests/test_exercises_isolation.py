@@ -49,6 +49,7 @@ def short_limit(monkeypatch):
 # --- a loop that holds the GIL ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @FORK
 def test_a_loop_that_holds_the_gil_is_stopped(capsys, short_limit):
     # sum over an endless iterator runs in C and never lets another thread in: no thread,
@@ -62,6 +63,7 @@ def test_a_loop_that_holds_the_gil_is_stopped(capsys, short_limit):
     assert out.count("\n") == 1 and not err
 
 
+@pytest.mark.slow
 def test_in_this_process_the_timeout_says_it_could_not_stop_it(capsys, short_limit,
                                                                  monkeypatch):
     monkeypatch.setattr(grading, "ISOLATION", "thread")
@@ -75,6 +77,7 @@ def test_in_this_process_the_timeout_says_it_could_not_stop_it(capsys, short_lim
     assert "had not finished after 1 s" in out and "It may still be running" in out
 
 
+@pytest.mark.slow
 @FORK
 def test_the_timeout_stops_the_child_and_leaves_no_process(capsys, short_limit, monkeypatch):
     children = []
@@ -144,6 +147,7 @@ def slow_module(tmp_path, monkeypatch):
     sys.modules.pop(name, None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolation", ["fork", "thread"])
 def test_the_learners_own_import_does_not_count(isolation, slow_module, capsys, short_limit,
                                                  monkeypatch):
@@ -165,6 +169,7 @@ def test_an_exercise_preloads_what_its_answers_may_import():
     assert "transformers" in sys.modules
 
 
+@pytest.mark.slow
 @FORK
 def test_what_a_child_imported_is_imported_here_for_the_next(slow_module, capsys):
     namespace = {"name": slow_module}
@@ -183,6 +188,7 @@ def test_what_a_child_imported_is_imported_here_for_the_next(slow_module, capsys
 # --- OpenMP, CUDA, output ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @FORK
 def test_parallel_torch_in_the_child_does_not_hang(capsys):
     # GNU OpenMP hangs in a forked child whose parent had started its thread pool, unless the
@@ -314,6 +320,7 @@ assert exercises.check_non_positive_normalizer(non_positive_normalizer)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolation", ["fork", "thread"])
 def test_fresh_processes_exit_cleanly_after_a_passing_grade(isolation):
     # issue 28: 7 of 47 fresh processes aborted at exit ("terminate called without an active
@@ -329,6 +336,7 @@ def test_fresh_processes_exit_cleanly_after_a_passing_grade(isolation):
         assert "✔ Exercise 07.2" in out and "terminate called" not in err
 
 
+@pytest.mark.slow
 @FORK
 def test_a_timeout_in_the_graders_own_work_does_not_blame_the_function(capsys, short_limit,
                                                                         monkeypatch):

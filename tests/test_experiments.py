@@ -136,6 +136,7 @@ def _quick(tmp_path, *extra):
     return out, results
 
 
+@pytest.mark.slow
 def test_quick_grid_writes_every_unit_with_provenance(tmp_path):
     out, _ = _quick(tmp_path)
     results = json.loads(out.read_text())
@@ -155,6 +156,7 @@ def test_quick_grid_writes_every_unit_with_provenance(tmp_path):
     assert provenance["units_done"] == len(results["units"])
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_numbers_of_one(tmp_path):
     """The parallel path (spawned workers) reproduces the serial one exactly."""
     subset = ["--schemes", "none", "rope", "--seeds", "0"]
@@ -280,6 +282,7 @@ def test_committed_grid_matches_the_current_config_and_schemes(committed):
     assert {"versions", "device", "date", "wall_seconds", "cpu_seconds"} <= set(provenance)
 
 
+@pytest.mark.slow
 def test_plotted_numbers_are_the_committed_ones(committed):
     from rope_lab.plots import what_changed
 
@@ -304,6 +307,7 @@ def test_plotted_numbers_are_the_committed_ones(committed):
         committed, "rope+window", "copy", "loss", longest)))
 
 
+@pytest.mark.slow
 def test_figures_fit_the_projector(committed):
     """~848 px wide at the course's 90 dpi, no text under 14 px."""
     from matplotlib.text import Text
@@ -323,7 +327,6 @@ def test_figures_fit_the_projector(committed):
 # ---- where results go, and that they survive ------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES_MODULE = ROOT / "rope_lab" / "experiments" / "_files.py"
 COMMITTED = (extrapolation.RESULTS_PATH, ps.RESULTS_PATH)
 
 
@@ -351,7 +354,7 @@ def test_without_out_results_go_to_the_current_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     extrapolation.main(["--quick", "--steps", "1", "--no-progress"])
     ps.main(["--quick", "--steps", "1", "--schemes", "none", "--seeds", "0", "--no-progress"])
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == [
+    assert sorted(p.name for p in tmp_path.iterdir()) == [  # no NAME.lock left behind
         "extrapolation_quick.json", "position_schemes_quick.json"]
     assert _digests() == before
 
@@ -413,74 +416,11 @@ def test_a_file_created_while_extrapolation_trained_is_kept(tmp_path, monkeypatc
     assert "appeared while this run trained" in capsys.readouterr().err
 
 
-WRITER = """
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("files", sys.argv[1])
-files = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(files)
-path, naive = sys.argv[2], sys.argv[3] == "naive"
-texts = [("[" + ", ".join([str(k)] * 300_000) + "]\\n") for k in (1, 2)]
-print("ready", flush=True)
-while True:
-    for text in texts:
-        if naive:
-            open(path, "w").write(text)
-        else:
-            files.write_atomic(path, text)
-"""
-
-
-def _kill_writers(path, naive, delays):
-    """Start a writer that rewrites ``path`` in a loop, SIGKILL it after each delay, and
-    return what the file held after each kill."""
-    seen = []
-    for delay in delays:
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(FILES_MODULE), str(path),
-                                   "naive" if naive else "atomic"], stdout=subprocess.PIPE)
-        try:
-            assert writer.stdout.readline() == b"ready\n"
-            time.sleep(delay)
-        finally:
-            writer.kill()
-            writer.wait()
-        seen.append(path.read_text())
-    return seen
-
-
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
-def test_a_writer_killed_at_any_point_leaves_a_whole_file(tmp_path):
-    path = tmp_path / "results.json"
-    path.write_text("[0]\n")
-    whole = {"[0]\n", *(("[" + ", ".join([str(k)] * 300_000) + "]\n") for k in (1, 2))}
-    delays = [0.0, 0.001, 0.003, 0.007, *(0.01 + 0.013 * i for i in range(21))]
-    seen = _kill_writers(path, False, delays)
-    assert all(text in whole for text in seen), [len(t) for t in seen if t not in whole]
-    assert len(set(seen)) > 1  # the kills did land at different points of the loop
-    # a kill may leave a hidden temporary beside it, never anything else
-    assert {p.name for p in tmp_path.iterdir()} - {"results.json"} <= {
-        p.name for p in tmp_path.glob(".results.json.*.tmp")}
-    # the same kills against a plain write_text tear the file: the check can fail
-    control = _kill_writers(tmp_path / "naive.json", True, delays[4:12])
-    assert any(text not in whole for text in control)
-
-
-def test_a_failed_replace_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
-    path = tmp_path / "r.json"
-    path.write_text("old")
-
-    def fails(*args):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(os, "replace", fails)
-    with pytest.raises(OSError, match="disk full"):
-        _files.write_atomic(path, "new")
-    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["r.json"]
-
-
 GRID_RUN = [sys.executable, "-m", "rope_lab.experiments.position_schemes", "--quick",
             "--jobs", "1", "--no-progress", "--steps", "2"]
 
 
+@pytest.mark.slow
 def test_two_runs_sharing_one_file_keep_both_runs_units(tmp_path):
     """Two real processes, half of the schemes each, one --out: all 36 units survive."""
     out = tmp_path / "shared.json"
@@ -601,6 +541,7 @@ def _alive(pid):
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_sigkill_of_a_parallel_run_ends_its_workers(tmp_path):
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "ROPE_LAB_C_KERNEL": "0"}
@@ -781,3 +722,108 @@ def test_the_code_version_changes_with_a_numeric_source_only(tmp_path, monkeypat
         handle.write("\n# an edit\n")
     assert version() != first
     _files._versions.clear()
+
+
+# --- issue 35: runs that share a file, and a full disk ------------------------------------------
+
+def test_a_run_with_other_settings_into_a_claimed_file_is_refused_before_training(
+        tmp_path, monkeypatch, capsys):
+    """Issue 35: two runs into one --out with different --seeds: the second trained fully,
+    then died with a traceback and its units were lost. The first run claims the file before
+    training; the second is refused before it trains."""
+    out = tmp_path / "grid.json"
+    first = ps._prepare(dataclasses.replace(ps.QUICK, seeds=(0,)), "cpu", out, 1, 1, ["none"],
+                        None, lambda message: None)
+    assert json.loads(out.read_text())["provenance"]["running"]["pid"] == os.getpid()
+    _no_training(monkeypatch)
+    with pytest.raises(SystemExit) as stop:
+        ps.main(["--quick", "--jobs", "1", "--no-progress", "--out", str(out), "--seeds", "1",
+                 "--schemes", "none"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"a run with other settings (process {os.getpid()} on" in err
+    assert "seeds: [0] in the file, [1] here" in err
+    monkeypatch.undo()
+    ps._train(first, False)  # the first run finishes, and its claim is gone
+    results = json.loads(out.read_text())
+    assert set(results["units"]) == {"none|0"} and "running" not in results["provenance"]
+    assert not out.with_name("grid.json.lock").exists()
+
+
+def test_the_claim_of_a_run_that_died_before_its_first_unit_is_no_obstacle(tmp_path):
+    out = tmp_path / "grid.json"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    claim = ps._skeleton(dataclasses.replace(ps.QUICK, seeds=(0,)))
+    claim["provenance"] = {"running": {**ps._this_process(), "pid": int(dead)}}
+    out.write_text(json.dumps(claim))
+    ps._prepare(dataclasses.replace(ps.QUICK, seeds=(1,)), "cpu", out, 1, 1, ["none"], None,
+                lambda message: None)
+    assert json.loads(out.read_text())["config"]["seeds"] == [1]
+
+
+def test_a_full_disk_after_training_is_one_line_exit_2_and_no_lock(tmp_path, monkeypatch,
+                                                                   capsys):
+    """Issue 35: a full disk after training gave a raw OSError and left NAME.lock behind."""
+    from rope_lab import _atomic
+
+    out = tmp_path / "grid.json"
+    real, writes = _atomic.write_text, []
+
+    def disk_fills_after_the_claim(path, text, **kwargs):
+        writes.append(path)
+        if len(writes) > 1:
+            raise OSError(28, "No space left on device", str(path))
+        return real(path, text, **kwargs)
+
+    monkeypatch.setattr(_atomic, "write_text", disk_fills_after_the_claim)
+    with pytest.raises(SystemExit) as stop:
+        ps.main(["--quick", "--jobs", "1", "--no-progress", "--out", str(out), "--steps", "1",
+                 "--seeds", "0", "--schemes", "none"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"could not write {out}: No space left on device" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.json"]  # the claim, no lock
+
+
+@pytest.mark.slow
+def test_two_processes_with_other_seeds_into_one_file(tmp_path):
+    """The issue's reproduction with two real processes: the second is refused at once."""
+    out = tmp_path / "shared.json"
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "ROPE_LAB_C_KERNEL": "0"}
+    first = subprocess.Popen([*GRID_RUN[:-1], "40", "--out", str(out), "--seeds", "0",
+                              "--schemes", "none", "rope"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=environment)
+    try:
+        deadline = time.monotonic() + 120
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = subprocess.run([*GRID_RUN, "--out", str(out), "--seeds", "1", "--schemes",
+                                 "none"], capture_output=True, text=True, env=environment,
+                                timeout=300)
+        # refused before training, whether the first run has saved a unit yet or not
+        assert second.returncode == 2 and "seeds: [0] in the file, [1] here" in second.stderr
+        assert second.stderr.count("\n") == 1
+        assert first.poll() is None or first.returncode == 0  # the first one goes on
+    finally:
+        stdout, stderr = first.communicate(timeout=600)
+    assert first.returncode == 0, stderr
+    assert set(json.loads(out.read_text())["units"]) == {"none|0", "rope|0"}
+
+
+def test_the_stored_results_show_every_direction_the_notebooks_read():
+    """Notebooks 06 and 12 check these directions on the stored results; a run of either
+    command prints them for its own results next to these (tested on a doctored copy)."""
+    import copy
+
+    from rope_lab.experiments import extrapolation, position_schemes
+
+    for module in (extrapolation, position_schemes):
+        stored = module.load_results()
+        assert all(module.directions(stored).values()), module.directions(stored)
+        assert "differs" not in module.compare_directions(stored, stored)
+    changed = copy.deepcopy(extrapolation.load_results())
+    changed["loss"]["rope+yarn"]["8"] = 99.0  # YaRN no longer the best at 8×
+    table = extrapolation.compare_directions(changed)
+    assert "YaRN is the best RoPE variant at every longer length" in table
+    assert table.count("← differs") == 2  # that and the ordering at the longest length

@@ -10,7 +10,7 @@ from rope_lab import course, glossary
 from rope_lab.course import notebook_files
 
 # The Chinese terms the source posts use, which the brief promises to explain.
-SOURCE_TERMS = ("旋转位置编码", "远程衰减", "外推", "绝对位置编码", "相对位置编码", "内插")
+SOURCE_TERMS = ("旋转位置编码", "远程衰减", "外推", "绝对位置编码", "相对位置编码", "插值")
 
 
 def test_source_terms_are_all_there():
@@ -70,6 +70,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 FORWARD_REFERENCES = {
     "rotary position embedding (RoPE)": {"02"},  # 02 names what 03 derives
     "frequency θ_i": {"02"},  # 02: the sinusoidal frequencies ω_i
+    "long-range decay": {"02"},  # 02 checks a post's claim for sinusoidal codes; 05 teaches
     "NTK-aware scaling": {"05"},  # 05's further reading points at notebook 06
     "YaRN": {"05"},
     "Llama 3 scaling": {"05"},

@@ -199,6 +199,7 @@ def test_missing_file(capsys, tmp_path):
     assert code == 2 and "is not a file" in err
 
 
+@pytest.mark.slow
 def test_module_entry_point_prints_no_traceback(tmp_path):
     bad = write(tmp_path, "{oops")
     result = subprocess.run([sys.executable, "-m", "rope_lab.hf", str(bad)],
@@ -241,3 +242,19 @@ def test_wavelengths_skip_pairs_that_never_turn():
     freqs = torch.tensor([1.0, 0.5, 0.0], dtype=torch.float64)
     assert torch.allclose(report.wavelengths(freqs), 2 * math.pi / freqs[:2])
     assert report.critical_pairs(freqs, 7) == 1
+
+
+# --- checks before work (issue 35) --------------------------------------------------------------
+
+@pytest.mark.parametrize(("config", "expected"), [
+    # built a 250-million-entry list (2.5 GB), then "MemoryError: " with no reason
+    ({**LLAMA, "num_hidden_layers": 10**9, "no_rope_layer_interval": 4},
+     "num_hidden_layers is 1000000000, more than 100000 (rope_lab.hf.config.MAX_LAYERS)"),
+    ({**LLAMA, "num_hidden_layers": -3}, "num_hidden_layers must be > 0, got -3"),
+    # GPT-J rotating 512 features of a 64-wide head returned 256 speeds, exit 0
+    ({"model_type": "gptj", "n_embd": 4096, "n_head": 64, "rotary_dim": 512, "n_layer": 28,
+      "n_positions": 2048}, "rotary_dim is 512, more than head_dim 64"),
+])
+def test_an_impossible_config_gets_one_line_and_status_2(capsys, tmp_path, config, expected):
+    code, out, err = run(capsys, write(tmp_path, config))
+    assert (code, out) == (2, "") and err.count("\n") == 1 and expected in err, err

@@ -292,6 +292,7 @@ def test_keys_transformers_ignores_are_warned_about():
     assert hf.config_warnings(quiet) == []
 
 
+@pytest.mark.slow
 def test_importing_rope_lab_hf_does_not_import_transformers():
     import subprocess
 

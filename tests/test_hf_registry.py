@@ -243,6 +243,7 @@ def counts(results, form="object"):
     return table
 
 
+@pytest.mark.slow
 def test_every_registered_model_type_matches_or_is_refused_clearly():
     results = survey()
     for form in FORMS:
@@ -257,6 +258,7 @@ def test_every_registered_model_type_matches_or_is_refused_clearly():
         "generic", 0) >= table.get("equal", 0), counts(results, "dict")
 
 
+@pytest.mark.slow
 def test_the_rules_file_matches_the_classes_it_was_written_from():
     """The committed rules of the installed release are what its classes say now (a sample
     of the model types: every one with a rule beyond plain defaults, and every fifth)."""

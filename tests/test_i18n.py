@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -88,6 +89,7 @@ def test_the_committed_chinese_edition_is_what_the_build_makes():
                           "rope_lab.translations build`) and commit what it writes")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (catalogs.ROOT / ".git").exists(), reason="not a git checkout")
 def test_a_chinese_notebook_run_and_saved_in_class_is_still_what_the_build_makes(tmp_path):
     """The README's path in Chinese: `make lab`, Run All and save (outputs, execution counts,
@@ -133,8 +135,10 @@ def test_the_build_strips_notebooks_with_the_options_of_gits_filter():
     clean filter: the same notebook as git would store it."""
     makefile = (catalogs.ROOT / "Makefile").read_text()
     command = re.search(r"^NBSTRIPOUT\s*:?=\s*(.+)$", makefile, re.M)[1]
-    program, options = command.split(" -m nbstripout ")
-    assert program.endswith("$(PY))'") and options.split() == [*catalogs.CLEAN_FILTER_OPTIONS]
+    options = re.search(r"^NBSTRIPOUT_ARGS\s*:?=\s*(.+)$", makefile, re.M)[1]
+    program, arguments = command.split(" -m nbstripout ")
+    assert program.endswith("$(PY))'") and arguments.strip() == "$(NBSTRIPOUT_ARGS)"
+    assert shlex.split(options) == [*catalogs.CLEAN_FILTER_OPTIONS]
 
 
 @pytest.mark.parametrize("po", NOTEBOOK_CATALOGS, ids=lambda p: p.stem)
@@ -512,6 +516,7 @@ def _translate_all(po: Path) -> None:
     catalogs.write_catalog(catalog, po)
 
 
+@pytest.mark.slow
 def test_update_marks_a_changed_text_fuzzy_and_a_new_one_missing(tmp_path):
     english = _tiny_repository(tmp_path)
     po = catalogs.init("01_tiny", tmp_path)
@@ -537,6 +542,7 @@ def test_update_marks_a_changed_text_fuzzy_and_a_new_one_missing(tmp_path):
     assert "The first paragraph, edited." in "".join(built["cells"][0]["source"])
 
 
+@pytest.mark.slow
 def test_a_stale_or_hand_edited_build_is_caught(tmp_path):
     english = _tiny_repository(tmp_path)
     _translate_all(catalogs.init("01_tiny", tmp_path))
@@ -601,7 +607,7 @@ def test_the_build_writes_the_chinese_install_cell_and_keeps_it_out_of_the_catal
                    for m in text.notebook_messages(english))
     # either edition's cell is the install cell, published or not; a changed one is not
     for language in ("en", "zh"):
-        for where in [(None, None), ("https://github.com/teacher/course", "v1.0")]:
+        for where in [(None, None), ("https://github.com/teacher/course", "0" * 40)]:
             cell = {"cell_type": "code", "source": course.install_cell(*where, language=language)}
             assert text._is_install_cell(1, cell)
             cell["source"] = cell["source"].replace("sys.modules", "sys.path")
@@ -620,6 +626,13 @@ def test_the_build_writes_the_chinese_install_cell_and_keeps_it_out_of_the_catal
     ("the same English words here", "the same English words here", {},
      "the translation is the English text"),
     ("a long sentence", "一句话 and then the English was left here", {}, "English left"),
+    # issue 35: a .po contribution must not become stored XSS on the Chinese pages
+    ("see the figure", "见图 <script>alert(1)</script>", {"markdown": True},
+     "markup the English does not have"),
+    ("a <b>bold</b> word", "一个 <b onclick=\"alert(1)\">粗体</b> 词", {},
+     "markup the English does not have"),
+    ("see the docs", "见文档 javascript:alert(1)", {}, "a URL scheme the English does not have"),
+    ("one line", "一行\r", {}, "control characters the English does not have"),
 ])
 def test_message_problems_catch_broken_translations(msgid, msgstr, options, expected):
     problems = lint.message_problems(msgid, msgstr, **options)
@@ -651,6 +664,7 @@ def test_term_problems_catch_a_wrong_term_and_a_missing_first_use():
         wrong_term, terms)[0]
 
 
+@pytest.mark.slow
 def test_a_link_to_an_english_notebook_with_a_chinese_twin_is_caught(tmp_path):
     english = _tiny_repository(tmp_path)
     _translate_all(catalogs.init("01_tiny", tmp_path))
@@ -666,6 +680,7 @@ def test_a_link_to_an_english_notebook_with_a_chinese_twin_is_caught(tmp_path):
     del english
 
 
+@pytest.mark.slow
 def test_the_build_points_links_at_the_chinese_twins(tmp_path):
     english = _tiny_repository(tmp_path)
     notebook = _load(english)
@@ -708,6 +723,7 @@ def _tiny_guide(root: Path) -> Path:
     return guide
 
 
+@pytest.mark.slow
 def test_a_markdown_document_is_a_catalog_source(tmp_path):
     guide = _tiny_guide(tmp_path)
     messages = documents.document_messages(GUIDE)
@@ -744,6 +760,7 @@ def test_a_markdown_document_is_a_catalog_source(tmp_path):
     assert catalogs.update(tmp_path) == []  # a second update changes nothing
 
 
+@pytest.mark.slow
 def test_a_stale_or_broken_document_is_caught(tmp_path):
     _tiny_guide(tmp_path)
     _translate_all(catalogs.init("GUIDE", tmp_path))
@@ -1138,3 +1155,39 @@ def test_dict_labels_passed_to_a_plot_are_figure_text_once_figures_are_translate
     monkeypatch.setattr(i18n, "TRANSLATE_FIGURE_TEXT", True)
     found = {m.msgid: m.note for m in text.notebook_messages(notebook)}
     assert found == {"post's test": "figure text (a label)", "fixed": "figure text (a label)"}
+
+
+@pytest.mark.slow
+def test_the_build_refuses_a_translation_that_adds_markup_and_writes_nothing(tmp_path):
+    """Issue 35: the lint ran only in the test suite; `make translations` wrote a msgstr
+    carrying <img onerror=…> into the Chinese notebook (and from there into the book)."""
+    _tiny_repository(tmp_path)
+    po = catalogs.init("01_tiny", tmp_path)
+    _translate_all(po)
+    catalogs.build(tmp_path)
+    built = {path: path.read_bytes() for path in (tmp_path / "notebooks" / "zh_CN").rglob("*")
+             if path.is_file()}
+    catalog = catalogs.read_catalog(po)
+    catalog["The second paragraph."].string = '第二段。<img src=x onerror="alert(1)">'
+    catalogs.write_catalog(catalog, po)
+    (tmp_path / "notebooks" / "01_tiny.ipynb").touch()
+    with pytest.raises(catalogs.TranslationError, match="markup the English does not have"):
+        catalogs.build(tmp_path)
+    assert {path: path.read_bytes() for path in built} == built
+
+
+def test_the_translation_commands_say_one_line_and_exit_2(monkeypatch, capsys):
+    def refused(*args):
+        raise catalogs.TranslationError("1 problem(s), nothing written:\n  x.po: …")
+
+    monkeypatch.setattr(catalogs, "build", refused)
+    assert catalogs.main(["build"]) == 2
+    assert "nothing written" in capsys.readouterr().err
+
+    def full(*args):
+        raise OSError(28, "No space left on device", "notebooks/locale/zh_CN/LC_MESSAGES/x.po")
+
+    monkeypatch.setattr(catalogs, "update", full)
+    assert catalogs.main(["update"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device; no file was changed" in err

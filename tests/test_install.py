@@ -71,6 +71,7 @@ def public_index_only() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extras", [LAB_SET, TEST_SET], ids=["lab", "test"])
 def test_pinned_sets_resolve_from_pypi_alone(pypi, tmp_path, extras):
     """`pip install --dry-run` with only the public index: the sets `make lab`/`make test` use.
@@ -111,6 +112,7 @@ def _uv_compile(tmp_path: Path, *options: str) -> str:
     return result.stdout
 
 
+@pytest.mark.slow
 def test_pinned_sets_resolve_for_every_python_and_os(pypi, tmp_path):
     """One universal resolution (uv) covers every marker: Python 3.11.5 and newer, any OS.
 
@@ -121,6 +123,7 @@ def test_pinned_sets_resolve_for_every_python_and_os(pypi, tmp_path):
     assert "sys_platform == 'linux'" in lock  # CUDA libraries only where torch wants them
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_pinned_sets_have_wheels_on_every_platform(pypi, tmp_path, platform):
     """Per platform (pip evaluates markers for this machine only, so uv does this)."""
@@ -132,7 +135,7 @@ def test_pinned_sets_have_wheels_on_every_platform(pypi, tmp_path, platform):
 # --- Colab's install cell -------------------------------------------------------------------
 
 # the cell of a published course (the committed one installs nothing until then)
-PINNED = ("https://github.com/teacher/course", "v1.0")
+PINNED = ("https://github.com/teacher/course", "0123456789abcdef0123456789abcdef01234567")
 PINNED_CELL = install_cell(*PINNED)
 # the Chinese edition's: the same code, its comment and message in Chinese
 PINNED_CELL_ZH = install_cell(*PINNED, language="zh")
@@ -140,7 +143,7 @@ PINNED_CELL_ZH = install_cell(*PINNED, language="zh")
 
 def run_colab_cell(source_url: str, monkeypatch, pinned: str = PINNED_CELL) -> None:
     """Run the install cell as Colab would (google.colab imported), installing from a URL."""
-    cell = pinned.replace(archive_url(*PINNED), source_url)
+    cell = pinned.replace(archive_url(PINNED[0], "{commit}"), source_url)  # the f-string
     assert cell != pinned
     monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
     exec(compile(cell, "colab_cell", "exec"), {})
@@ -173,6 +176,7 @@ def test_colab_cell_does_nothing_outside_colab(monkeypatch, cell):
     exec(compile(cell, "colab_cell", "exec"), {})
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
 def test_the_archive_colab_downloads_is_an_installable_project(tmp_path):
     """GitHub's zip of the branch (git archive, with its `name-main/` prefix) builds."""
@@ -191,6 +195,7 @@ def test_the_archive_colab_downloads_is_an_installable_project(tmp_path):
     assert item["metadata"]["name"] == "rope_lab"
 
 
+@pytest.mark.slow
 def test_make_without_a_network_says_what_to_check(tmp_path):
     """No PyPI (a classroom without network): one message naming the fix, not a stack."""
     if shutil.which("make") is None:
@@ -207,6 +212,7 @@ def test_make_without_a_network_says_what_to_check(tmp_path):
     assert not (tmp_path / "venv" / ".installed-lab").exists()
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_every_module_and_data_file(tmp_path):
     """What Colab and `pip install` get: every module and data file of rope_lab/, none left
     behind by the package list in pyproject.toml (a subpackage missing there installs

@@ -252,6 +252,7 @@ def _drawn(name: str, language: str) -> tuple:
     return tuple(drawn) if isinstance(drawn, list) else (drawn,)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [_known(name) for name in sorted(ALL_FIGURES)])
 def test_figure_has_no_layout_defects(name, language):
     found = [f"figure {index}: {problem}" for index, figure in enumerate(_drawn(name, language))
@@ -259,6 +260,7 @@ def test_figure_has_no_layout_defects(name, language):
     assert not found, f"{name} ({language}):\n" + "\n".join(found)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [_known(name) for name in sorted(widgets.PANELS)])
 def test_panel_figure_has_no_layout_defects(name, language):
     """A panel's figure as the widget shows it: after a move of each control (a live figure

@@ -1,5 +1,6 @@
 """The project's own promises: lock file, dependency lists, cheap import, clean notebooks."""
 
+import ast
 import json
 import re
 import subprocess
@@ -116,6 +117,7 @@ def test_lab_set_brings_no_triton():
     assert [r for r in project["optional-dependencies"]["test"] if _name(r) == "triton"]
 
 
+@pytest.mark.slow
 def test_import_is_cheap():
     code = (
         "import sys, rope_lab; "
@@ -209,12 +211,27 @@ def test_notebook_outputs_are_stripped(path):
     assert not dirty, f"{path.name}: cells {dirty} have outputs or execution counts"
 
 
+def _makefile_variable(name: str) -> str:
+    return re.search(rf"^{name}\s*:?=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)[1].strip()
+
+
 def clean_filter() -> str:
     """The clean filter `make` sets up (the Makefile's NBSTRIPOUT), for this Python."""
     makefile = (ROOT / "Makefile").read_text()
-    command = re.search(r"^NBSTRIPOUT\s*:?=\s*(.+)$", makefile, re.M)[1].strip()
     assert "$(NBSTRIPOUT)" in makefile.split("notebook-filter:", 1)[1].split("\n\n")[0]
-    return command.replace("'$(abspath $(PY))'", f"'{sys.executable}'")
+    return (_makefile_variable("NBSTRIPOUT")
+            .replace("$(NBSTRIPOUT_ARGS)", _makefile_variable("NBSTRIPOUT_ARGS"))
+            .replace("'$(abspath $(PY))'", f"'{sys.executable}'"))
+
+
+def process_filter() -> str:
+    """The long-running filter `make` sets up (the Makefile's NOTEBOOK_FILTER)."""
+    makefile = (ROOT / "Makefile").read_text()
+    assert "$(NOTEBOOK_FILTER)" in makefile.split("notebook-filter:", 1)[1].split("\n\n")[0]
+    return (_makefile_variable("NOTEBOOK_FILTER")
+            .replace("$(NBSTRIPOUT_ARGS)", _makefile_variable("NBSTRIPOUT_ARGS"))
+            .replace("'$(abspath $(PY))'", f"'{sys.executable}'")
+            .replace("$(abspath scripts/", f"{ROOT / 'scripts'}/").replace(".py)'", ".py'"))
 
 
 def stored_notebooks() -> dict[str, str]:
@@ -237,6 +254,7 @@ def stored_notebooks() -> dict[str, str]:
             for name, path in paths.items()}
 
 
+@pytest.mark.slow
 def test_every_notebook_is_stored_as_a_saved_one_is_cleaned(tmp_path):
     """What JupyterLab saves, cleaned by git's filter, is byte for byte what is committed.
 
@@ -278,6 +296,7 @@ def test_every_notebook_names_the_kernel_jupyterlab_writes():
     assert not wrong, f"set metadata.kernelspec to {expected} in {wrong}"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
 def test_a_notebook_saved_with_outputs_is_committed_stripped(tmp_path):
     """A teacher ran a notebook in class and saved it: git still stores it stripped."""
@@ -325,46 +344,64 @@ def test_make_lab_configures_jupyterlab_from_lab():
     overrides = json.loads((ROOT / "lab" / "labconfig" / "default_setting_overrides.json")
                            .read_text())
     assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    # the course's two server extensions, importable from lab/ (the config puts it on the path)
+    enabled = json.loads((ROOT / "lab" / "jupyter_server_config.d" / "rope_lab.json")
+                         .read_text())["ServerApp"]["jpserver_extensions"]
+    assert enabled == {"git_after_save": True, "kernel_language": True}
+    assert str(ROOT / "lab") in sys.path
+    for name in enabled:
+        assert (ROOT / "lab" / f"{name}.py").is_file()
 
 
-@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
-def test_a_saved_notebook_is_clean_in_git_status_and_an_edited_one_is_not(tmp_path):
-    """git status lists a notebook whose size changed as modified without running the clean
-    filter; the lab's post-save hook makes git compare content instead."""
-    pytest.importorskip("nbstripout")
-    lab = lab_config()
-    hook = lab["namespace"]["git_compares_saved_notebooks"]
-    assert lab["config"].ContentsManager.post_save_hook is hook
-    _git("init", "-q", cwd=tmp_path, check=True)
-    (tmp_path / ".gitattributes").write_text((ROOT / ".gitattributes").read_text())
-    _git("config", "filter.nbstripout.clean", clean_filter(), cwd=tmp_path, check=True)
-    _git("config", "filter.nbstripout.smudge", "cat", cwd=tmp_path, check=True)
-    (tmp_path / "sub dir").mkdir()
-    path = tmp_path / "sub dir" / "00.ipynb"
-    path.write_text((ROOT / "notebooks" / "00_start_here.ipynb").read_text())
-    _git("add", "-A", cwd=tmp_path, check=True)
-    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x", cwd=tmp_path,
-         check=True)
-    notebook = json.loads(path.read_text())
-    code = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
-    code["execution_count"] = 1
-    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["ran\n"]}]
-    path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+def _lab_module(name: str):
+    import importlib.util
 
-    def status() -> str:
-        return _git("status", "--porcelain", cwd=tmp_path, check=True).stdout
+    spec = importlib.util.spec_from_file_location(name, ROOT / "lab" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    assert status() == ' M "sub dir/00.ipynb"\n'  # git's size shortcut: the hook's reason
-    assert _git("diff", "--quiet", cwd=tmp_path).returncode == 0  # the content is unchanged
-    hook(model={"type": "notebook"}, os_path=str(path), contents_manager=None)
-    assert status() == ""
-    assert _git("diff", "--cached", "--quiet", cwd=tmp_path).returncode == 0  # nothing staged
-    notebook["cells"][1]["source"] = ["# edited in class\n"]
-    path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    hook(model={"type": "notebook"}, os_path=str(path), contents_manager=None)
-    assert status() == ' M "sub dir/00.ipynb"\n'  # a real edit still shows
-    hook(model={"type": "file"}, os_path=str(tmp_path / "x.txt"), contents_manager=None)
-    hook(model={"type": "notebook"}, os_path="/nonexistent/x.ipynb", contents_manager=None)
+
+def test_an_opened_notebook_gets_the_language_info_its_kernel_will_report():
+    """JupyterLab marks a notebook modified when the starting kernel's language_info differs
+    from the file's (committed without one): the lab serves the native kernel's own."""
+    pytest.importorskip("ipykernel")
+    import asyncio
+    import platform
+
+    lab = _lab_module("kernel_language")
+    info = lab.native_language_info()
+    assert info["name"] == "python" and info["version"] == platform.python_version()
+
+    def served(held):
+        return {"type": "notebook", "content": {"metadata": held, "cells": []}}
+
+    python3 = {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)"}}
+    assert lab.fill_language_info(served(dict(python3)))["content"]["metadata"][
+        "language_info"] == info
+    assert lab.fill_language_info(served({**python3, "language_info": {"name": "python"}}))[
+        "content"]["metadata"]["language_info"] == info
+    # another kernel, a fuller language_info of its own, no content, not a notebook: as is
+    for held in [{"kernelspec": {"name": "ir"}},
+                 {**python3, "language_info": {"name": "python", "version": "3.9.1"}}]:
+        assert lab.fill_language_info(served(dict(held)))["content"]["metadata"] == held
+    assert lab.fill_language_info({"type": "notebook", "content": None})["content"] is None
+    assert lab.fill_language_info({"type": "file", "content": "x"}) == {"type": "file",
+                                                                          "content": "x"}
+
+    class Manager:  # the server's contents manager: async get, as jupyter_server's
+        async def get(self, path, content=True):
+            return served(dict(python3))
+
+    class Server:
+        contents_manager = Manager()
+
+    server = Server()
+    lab._load_jupyter_server_extension(server)
+    lab._load_jupyter_server_extension(server)  # loaded twice: wrapped once
+    assert server.contents_manager.get.__wrapped__.__name__ == "get"
+    model = asyncio.run(server.contents_manager.get("00.ipynb"))
+    assert model["content"]["metadata"]["language_info"] == info
 
 
 def test_readme_shows_the_two_commands_and_every_notebook():
@@ -375,13 +412,13 @@ def test_readme_shows_the_two_commands_and_every_notebook():
             assert path.name in readme, f"README does not list {path.name}"
 
 
-def test_readme_names_each_package_with_its_extra():
-    """The README's "`make test` adds `test` (...), `book` (...)" lists: every package it
+def test_the_setup_page_names_each_package_with_its_extra():
+    """docs/setup.md's "`make test` adds `test` (...), `book` (...)" lists: every package it
     names is in that extra (it once put transformers, which is in `models`, in `test`)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join((ROOT / "docs" / "setup.md").read_text().split())
     listed = re.search(r"`make test` adds `test` \(([^)]*)\)", readme)
-    assert listed, "README no longer says what `make test` adds"
+    assert listed, "docs/setup.md no longer says what `make test` adds"
     names = [re.sub(r" on Linux.*", "", name).strip() for name in listed[1].split(",")]
     extra = {_name(requirement) for requirement in project["optional-dependencies"]["test"]}
     assert [name for name in names if _name(name) not in extra] == [], (names, extra)
@@ -420,3 +457,127 @@ def test_the_release_sweep_runs_the_files_that_depend_on_transformers():
     for name in ("test_project", "test_book", "test_widgets", "test_decay"):
         assert f"tests/{name}.py" not in every, name
     assert sweep._key("5.10.4") > sweep._key("5.9.0")
+
+
+def _imports_in(nodes, module: str = "", *, into_functions: bool = False) -> set[str]:
+    """Dotted names imported by ``nodes`` and the statements inside them (inside functions
+    and classes too with ``into_functions``; else what runs on import)."""
+    names = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")
+                base = ".".join(parts[:len(parts) - node.level] + ([base] if base else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+        elif into_functions or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                     ast.ClassDef)):
+            names |= _imports_in(ast.iter_child_nodes(node), module,
+                                 into_functions=into_functions)
+    return names
+
+
+def _course_file(module: str) -> Path | None:
+    path = ROOT / Path(*module.split("."))
+    if (path / "__init__.py").is_file():
+        return path / "__init__.py"
+    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
+
+
+def _reached(test_file: Path, slow: set[str]) -> set[str]:
+    """The rope_lab modules that the tests of ``test_file`` not named in ``slow`` import:
+    anywhere in the file but the slow tests, and what importing those modules runs."""
+    tree = ast.parse(test_file.read_text(encoding="utf-8"))
+    nodes = [node for node in tree.body if getattr(node, "name", None) not in slow]
+    reached, pending = set(), []
+    for name in _imports_in(nodes, into_functions=True):
+        parts = name.split(".")
+        for length in range(1, len(parts) + 1):
+            found = _course_file(".".join(parts[:length])) if parts[0] == "rope_lab" else None
+            if found is not None:
+                pending.append(found)
+    while pending:
+        current = pending.pop()
+        module = ""
+        if current.is_relative_to(ROOT / "rope_lab"):
+            module = ".".join(current.relative_to(ROOT).with_suffix("").parts)
+            module = module.removesuffix(".__init__")
+            if module in reached:
+                continue
+            reached.add(module)
+            if current.name == "__init__.py":
+                module += ".__init__"  # relative imports count from the package itself
+        for name in _imports_in(ast.parse(current.read_text(encoding="utf-8")).body, module):
+            parts = name.split(".")
+            for length in range(1, len(parts) + 1):
+                found = _course_file(".".join(parts[:length])) if parts[0] == "rope_lab" else None
+                if found is not None:
+                    pending.append(found)
+    return reached
+
+
+def test_the_fast_loop_reaches_every_module_of_the_package():
+    """`pytest -m "not slow"` (CONTRIBUTING.md's fast loop) runs, for every module of the
+    package, a test file that imports it: each test file with a test not marked slow, and
+    what importing it runs of rope_lab."""
+    modules = {".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+               for path in (ROOT / "rope_lab").rglob("*.py") if "__pycache__" not in path.parts}
+    reached = set()
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        file_is_slow = any("slow" in ast.unparse(node) for node in tree.body
+                           if isinstance(node, ast.Assign)
+                           and any(getattr(t, "id", "") == "pytestmark" for t in node.targets))
+        tests = [node for node in ast.walk(tree)
+                 if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]
+        fast = [node for node in tests
+                if not any("mark.slow" in ast.unparse(d) for d in node.decorator_list)]
+        if fast and not file_is_slow:
+            reached |= _reached(path, {node.name for node in tests} - {n.name for n in fast})
+    entry_points = {module for module in modules if module.endswith(".__main__")}
+    assert sorted(modules - reached - entry_points) == []
+
+
+DOCUMENTS = ["README.md", "README.zh-CN.md", "CONTRIBUTING.md", "notebooks/TEACHING.md",
+             *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))]
+
+
+def test_the_readme_fits_a_screen_and_points_at_the_rest():
+    """README.md: what the course is, the two commands, the notebooks, where teachers and
+    contributors go next, in at most 150 lines; the rest lives in docs/ and is linked."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 150
+    for needed in ["## Quick start", "make lab", "make test", "## The notebooks",
+                   "make check", "notebooks/TEACHING.md", "CONTRIBUTING.md"]:
+        assert needed in readme, needed
+    linked = set(re.findall(r"\]\((docs/[^)#\s]+)\)", readme))
+    assert linked == {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")}
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_every_link_of_a_document_resolves(document):
+    path = ROOT / document
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text(encoding="utf-8")):
+        if not re.match(r"[a-z]+:", target):
+            assert (path.parent / target).exists(), f"{document}: broken link {target}"
+
+
+# A number with a unit of time or size; a document states one as a limit the code sets
+# ("capped at 10 s", "over 1 GiB", "under 20 s", a target), or with the command that
+# measures it, so a reader can produce it on their own machine.
+_MEASURE = re.compile(r"\b\d[\d.,]*\s?(?:ms|s|min|minutes|seconds|GB|MB|KB|GiB|MiB|KiB)\b")
+_LIMIT = re.compile(r"\b(?:capped|over|past|under|within|at most|limit|target|budget|refus)",
+                    re.I)
+_COMMAND = re.compile(r"`(?:make |python |\.venv/|scripts/|pytest)[^`]*`")
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_a_document_states_a_time_or_size_with_its_source(document):
+    text = " ".join((ROOT / document).read_text(encoding="utf-8").split())
+    sentences = re.split(r"(?<=[.;:!?。；])\s+|\n", text)
+    unsourced = [sentence for sentence in sentences if _MEASURE.search(sentence)
+                 and not _LIMIT.search(sentence) and not _COMMAND.search(sentence)]
+    assert unsourced == [], f"{document}: times or sizes with no source: {unsourced}"

@@ -24,6 +24,7 @@ def _notebook(path: Path, cells: dict[str, str]) -> None:
         "nbformat": 4, "nbformat_minor": 5}))
 
 
+@pytest.mark.slow
 def test_a_cell_broken_by_a_later_one_fails_its_re_run(tmp_path):
     pytest.importorskip("nbval")
     shutil.copy(ROOT / "conftest.py", tmp_path / "conftest.py")

@@ -638,13 +638,13 @@ def test_rotary_embedding_takes_tables():
 
 
 @pytest.mark.parametrize("case, message", [
-    ("width", r"fit neither table convention: expected transformers' \(\.\.\., seq, 16\) "
-              r"\(one value per feature, duplicated\) or \(\.\.\., seq, 8\) \(one value per "
-              r"pair, as flash-attention and vLLM\)"),
-    ("sin shape", r"cos and sin must have the same shape and dtype.*\(\.\.\., seq, 8\)"),
+    ("width", r"cos and sin of shape \(7, 5\) fit neither table convention: expected "
+              r"\(\.\.\., seq, 16\), one value per feature, duplicated \(transformers\), or "
+              r"\(\.\.\., seq, 8\), one value per pair \(flash-attention, vLLM\)"),
+    ("sin shape", r"cos and sin must have the same shape and dtype, got cos \(7, 8\)"),
     ("only cos", "pass both cos and sin tables, got only cos"),
-    ("rows", r"cos of shape \(6, 8\) give 6 rows for 7 tokens"),
-    ("hf batch", r"cos of shape \(2, 7, 16\) are ambiguous .* use cos\[:, None, :, :\]"),
+    ("rows", r"cos and sin of shape \(6, 8\) give 6 rows for 7 tokens"),
+    ("hf batch", r"cos and sin of shape \(2, 7, 16\) are ambiguous .* need cos\[:, None\]"),
     ("other pairing", r"cos of shape \(7, 16\) reads as transformers' duplicated table .* "
                       r"for layout='interleaved' they are c\.repeat_interleave\(2, -1\)"),
     ("positions too", "pass either cos and sin tables or positions, not both"),

@@ -308,6 +308,7 @@ def _drawn(name: str) -> tuple:
     return tuple(drawn) if isinstance(drawn, list) else (drawn,)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_figure_is_readable_with_deuteranopia(name):
     figures = _drawn(name)
@@ -345,6 +346,7 @@ def test_displayed_width_counts_the_tight_padding():
     assert figure.get_figwidth() * DISPLAY_DPI <= OUTPUT_WIDTH < displayed_width(figure)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_figure_fits_the_projector(name):
     """At 1280 × 800 with JupyterLab's sidebar open the output is about 848 px wide, and a

@@ -1,11 +1,14 @@
 """Bad input: one clear error naming the parameter, the value and what was expected."""
 
 import math
+import re
 
 import pytest
 import torch
 
 import rope_lab as rl
+from rope_lab import absolute, alibi, nd, scaling
+from rope_lab.attention import causal_mask
 
 X = torch.randn(2, 5, 8)
 
@@ -100,3 +103,58 @@ def test_learned_table_refuses_positions_past_its_end():
         table(torch.tensor([3, 600]))
     with pytest.raises(TypeError, match="positions must be integers"):
         table(torch.tensor([0.5]))
+
+
+# --- issue 35: vague errors, and tables past MAX_TABLE_BYTES ------------------------------------
+
+def test_unsigned_positions_rotate_like_int64_and_uint64_is_named():
+    """uint16 positions (NumPy's, or torch's) failed with '"abs_cpu" not implemented for
+    UInt16'; they are exact in int64. uint64 cannot be computed with: a clear refusal."""
+    import numpy as np
+
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    expected = rl.apply_rope(x, torch.arange(5) * 300)
+    for positions in (np.arange(5, dtype=np.uint16) * 300,
+                      *(torch.arange(5).to(dtype) * 300 for dtype in
+                        (getattr(torch, name, None) for name in ("uint16", "uint32")) if dtype)):
+        assert torch.equal(rl.apply_rope(x, positions), expected)
+    with pytest.raises(TypeError, match=r"positions have dtype torch.uint64, which torch cannot "
+                                        r"compute with; expected int64 positions"):
+        rl.apply_rope(x, np.arange(5, dtype=np.uint64))
+
+
+def test_a_numpy_base_is_a_number_and_a_huge_int_is_named():
+    import numpy as np
+
+    assert torch.equal(rl.inv_freq(16, np.float32(5e5)), rl.inv_freq(16, 500000.0))
+    assert torch.equal(rl.inv_freq(16, np.int64(10000)), rl.inv_freq(16, 10000))
+    with pytest.raises(ValueError, match=r"base must be a finite number greater than 0 and "
+                                         r"below 1.8e\+308 \(float64's largest\), got an int of "
+                                         r"401 digits"):
+        rl.inv_freq(16, 10**400)  # OverflowError: int too large to convert to float
+    with pytest.raises(TypeError, match="base must be a number, got np.True_"):
+        rl.inv_freq(16, np.True_)
+
+
+@pytest.mark.parametrize(("build", "expected"), [
+    (lambda: rl.sinusoidal_pe(10**8, 128), "sinusoidal_pe: length=100000000 × dim=128 needs"),
+    (lambda: absolute.binary_pe(10**8, 64), "binary_pe: length=100000000 × dim=64 needs"),
+    (lambda: absolute.integer_pe(10**9, 8), "integer_pe: length=1000000000 × dim=8 needs"),
+    (lambda: absolute.sin_only_pe(10**8, 64), "sin_only_pe: length=100000000"),
+    (lambda: absolute.LearnedPositionalEmbedding(10**9, 768),
+     "LearnedPositionalEmbedding: max_len=1000000000 × dim=768"),
+    (lambda: nd.grid_positions(10**5, 10**5), "grid_positions: height=100000 × width=100000"),
+    (lambda: nd.mrope_positions(0, (10**4, 10**3, 10**3)),
+     "mrope_positions: text_before=0 + grid_thw=(10000, 1000, 1000) + text_after=0 = "
+     "10000000000 tokens needs"),
+    (lambda: alibi.alibi_bias(10**5, 8), "alibi_bias: n_heads=8 × seq_len²=100000²"),
+    (lambda: alibi.alibi_slopes(10**9), "alibi_slopes: n_heads=1000000000"),
+    (lambda: causal_mask(10**6), "causal_mask: seq_q=1000000 × seq_k=1000000"),
+    (lambda: scaling.fit_random_scores(128, length=10**8), "fit_random_scores: length="),
+])
+def test_every_table_builder_honours_max_table_bytes(build, expected):
+    """Issue 35: sinusoidal_pe(10**8, 128) tried 51 GB; MAX_TABLE_BYTES was skipped in
+    sinusoidal_pe, binary_pe, grid_positions, mrope_positions (and the others here)."""
+    with pytest.raises(ValueError, match=re.escape(expected) + r".* \(limit 1 GiB, "
+                                         r"rope_lab\._validate\.MAX_TABLE_BYTES\)"):
+        build()

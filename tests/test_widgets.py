@@ -161,6 +161,7 @@ def test_set_refuses_a_float_off_its_slider_and_takes_its_ends():
     assert panel.values["theta"] == 3.14 and panel.values["m"] == 12
 
 
+@pytest.mark.slow
 def test_a_move_in_the_front_end_shows_a_preview_then_the_sharp_figure():
     """Inside a running event loop (a kernel), a moved control is answered with a 1× preview
     at once and the 2× figure after SHARPEN_AFTER_S without another move; a move before

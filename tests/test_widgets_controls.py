@@ -48,6 +48,7 @@ def _fresh_png(panel) -> bytes:
     return plots.render_png(figure)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(widgets.PANELS))
 def test_every_step_of_every_control_draws_a_new_figure_once(name):
     panel = widgets.PANELS[name]()
@@ -66,6 +67,7 @@ def test_every_step_of_every_control_draws_a_new_figure_once(name):
         panel.set(**{control_name: values[0]})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(widgets.PANELS))
 def test_a_live_update_draws_what_a_fresh_figure_draws(name):
     panel = widgets.PANELS[name]()

@@ -51,6 +51,7 @@ import warnings
 import torch
 
 from rope_lab.i18n import N_, _
+from rope_lab.i18n.errors import translate_error
 
 # The time one grader gives the learner's function in total, all its calls together.
 TIME_LIMIT_S = 10.0
@@ -428,6 +429,10 @@ def _describe_crash(error: BaseException, function) -> str:
     own = [f for f in frames if code is not None and f.filename == code.co_filename]
     where = (own or frames)[-1] if frames else None
     message = (str(error).strip().splitlines() or [""])[0][:200]
+    translated = translate_error(str(error).strip())  # the package's refusals, in Chinese too
+    if translated is not None:
+        message = f"{translated.splitlines()[0]} " + _("(in English: {message})").format(
+            message=message)
     line = _(" (line {number})").format(number=where.lineno) if where is not None else ""
     return _("your function raised {error}: {message}{line}").format(
         error=type(error).__name__, message=message, line=line)

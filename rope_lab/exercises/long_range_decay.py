@@ -67,7 +67,7 @@ def _unit_pair_query(generator, dim):
 @grader("05.2", N_("a key that breaks the Σcos “bound”"))
 def check_bound_breaker(make_key: Learner, generator: torch.Generator) -> None:
     """05.2: ``make_key(q, distance, base) -> k`` with unit pairs whose score at ``distance``
-    beats seed 000's "bound" Σ_i cos(Δθ_i) (q also has unit pairs, half layout)."""
+    beats source post 000's "bound" Σ_i cos(Δθ_i) (q also has unit pairs, half layout)."""
     teaching = torch.Generator().manual_seed(52)
     cases = [(_unit_pair_query(teaching, dim), distance, base)
              for dim, distance, base in ((64, 1000, 10000.0), (128, 300, 10000.0),

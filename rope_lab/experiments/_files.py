@@ -4,8 +4,8 @@
   is started from; a default that would land inside the installed package (and replace the
   results the notebooks plot) is refused. ``--out`` naming a folder, or a file in a folder
   that does not exist or cannot be written, is refused before any training.
-- **How.** Every write goes to a temporary file in the same folder, is flushed to disk
-  (fsync), then renamed over the target (``os.replace``): a reader, or the next run after a
+- **How.** Every write goes through :mod:`rope_lab._atomic` (a temporary file in the same
+  folder, flushed to disk, renamed over the target): a reader, or the next run after a
   kill, sees the previous file or the new one, never half of one. Runs that share a file
   take turns through a lock file next to it (``NAME.lock``), so each can merge its work
   into what the others wrote.
@@ -26,14 +26,15 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
+from rope_lab import _atomic
+
 PACKAGE = Path(__file__).resolve().parents[1]  # the rope_lab folder
 # Sources that describe a result without changing it (provenance, writing files).
-NOT_NUMERIC = frozenset({"timing.py", "experiments/_files.py"})
+NOT_NUMERIC = frozenset({"timing.py", "_atomic.py", "experiments/_files.py"})
 # Files a module compiles or reads at run time, beside its own source.
 COMPILED_WITH = {"_ckernel.py": ("kernels/rope.c",)}
 LOCK_SECONDS = 60.0
@@ -50,20 +51,10 @@ def check_output(path, *, option: str = "--out", default: bool = False) -> Path:
 
     ``default``: the path was not chosen by the user, so it must not lie inside the package.
     """
-    path = Path(path)
-    if path.is_dir():
-        raise ResultsError(f"{option} {path} is a folder; expected a file name such as "
-                           f"{path / 'results.json'}")
-    folder = path.parent
-    if not folder.exists():
-        raise ResultsError(f"{option} {path}: the folder {folder} does not exist; create it "
-                           "first or choose another path")
-    if not folder.is_dir():
-        raise ResultsError(f"{option} {path}: {folder} is not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ResultsError(f"{option} {path}: the folder {folder} is not writable")
-    if path.exists() and not path.is_file():
-        raise ResultsError(f"{option} {path} exists and is not a regular file")
+    try:
+        path = _atomic.check_target(path, option)
+    except ValueError as error:
+        raise ResultsError(str(error)) from None
     if default and inside_package(path):
         raise ResultsError(
             f"the default output {path.resolve()} lies inside the installed package "
@@ -78,97 +69,48 @@ def inside_package(path) -> bool:
 
 # --- how ------------------------------------------------------------------------------------
 
-def write_atomic(path, text: str) -> None:
-    """Replace ``path`` with ``text`` so that no moment shows a partial file.
-
-    A kill at any point leaves the previous content (or none, if there was none) and at
-    worst a hidden ``.NAME.*.tmp`` file beside it.
-    """
-    path = Path(path)
-    temporary = _write_temporary(path, text)
-    try:
-        os.replace(temporary, path)
-    except BaseException:
-        _remove(temporary)
-        raise
-    _sync_folder(path.parent)
-
-
-def write_new(path, text: str) -> None:
-    """Create ``path`` with ``text``, whole or not at all; FileExistsError if it exists."""
-    path = Path(path)
-    temporary = _write_temporary(path, text)
-    try:
-        try:
-            os.link(temporary, path)  # atomic, and never replaces an existing file
-        except FileExistsError:
-            raise
-        except OSError:  # a file system without hard links: reserve the name, then replace
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-            os.replace(temporary, path)
-    finally:
-        _remove(temporary)
-    _sync_folder(path.parent)
-
-
-def _write_temporary(path: Path, text: str) -> str:
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                                             dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp makes it 0600; a results file is as readable as any other file here
-        mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask()
-        os.chmod(temporary, mode)
-    except BaseException:
-        _remove(temporary)
-        raise
-    return temporary
-
-
-def _umask() -> int:
-    try:  # Linux: read it without changing it (os.umask would, for every thread)
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o022
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make the rename itself durable (POSIX; a no-op where folders cannot be opened)."""
-    with contextlib.suppress(OSError, AttributeError):
-        descriptor = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-
-
-def _remove(path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-
-
 @contextlib.contextmanager
 def locked(path, *, seconds: float = LOCK_SECONDS):
-    """Hold ``NAME.lock`` beside ``path`` (one process at a time, across processes)."""
+    """Hold ``NAME.lock`` beside ``path`` (one process at a time, across processes); the lock
+    file is removed when the last holder lets go, also after an error (a full disk).
+
+    A holder removes the file while it holds the lock; a process that was waiting on that
+    file then finds the name gone or pointing at a newer file, and takes the lock again on
+    whatever the name holds now, so two holders never hold two different files at once.
+    """
     lock_path = Path(path).with_name(Path(path).name + ".lock")
-    descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + seconds
+    while True:
+        descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            while not _try_lock(descriptor):
+                if time.monotonic() > deadline:
+                    raise ResultsError(f"another process has held {lock_path} for "
+                                       f"{seconds:g} s; wait for it to finish, or pass another "
+                                       "--out")
+                time.sleep(0.02)
+            if _same_file(descriptor, lock_path):
+                break
+        except BaseException:
+            os.close(descriptor)
+            raise
+        os.close(descriptor)  # the holder before us removed it: lock the current one
     try:
-        deadline = time.monotonic() + seconds
-        while not _try_lock(descriptor):
-            if time.monotonic() > deadline:
-                raise ResultsError(f"another process has held {lock_path} for {seconds:g} s; "
-                                   "wait for it to finish, or pass another --out")
-            time.sleep(0.02)
         yield
     finally:
+        with contextlib.suppress(OSError):
+            if _same_file(descriptor, lock_path):
+                os.unlink(lock_path)
         os.close(descriptor)  # releases the lock
+
+
+def _same_file(descriptor: int, path: Path) -> bool:
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(descriptor)
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _try_lock(descriptor: int) -> bool:

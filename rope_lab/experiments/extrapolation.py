@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F  # noqa: N812 — the usual name
 
-from rope_lab import scaling, timing
+from rope_lab import _atomic, scaling, timing
 from rope_lab.experiments import _checks, _files
 from rope_lab.models import POSITION_ENCODINGS, TinyTransformer
 
@@ -266,6 +266,48 @@ def load_results(path=RESULTS_PATH) -> dict:
     return results
 
 
+def directions(results: dict) -> dict[str, bool]:
+    """The directions notebook 06 reads from the results, each with whether ``results`` show
+    it. The notebook's checks test them on the stored results (they cannot fail unless the
+    experiment is run again); the command prints them for its own run next to the stored
+    ones, so a new run says at once which readings it keeps."""
+    loss = {variant: {int(k): v for k, v in losses.items()}
+            for variant, losses in results["loss"].items()}
+    longer = [k for k in sorted(loss["rope"]) if k > 1]
+    longest = longer[-1]
+    rope = [v for v in loss if v.startswith("rope")]
+    return {
+        "RoPE's loss at the longest length is more than 10× its loss at 1×":
+            loss["rope"][longest] > 10 * loss["rope"][1],
+        "zero-shot PI is worse than plain RoPE at every longer length":
+            all(loss["rope+linear"][k] > loss["rope"][k] for k in longer),
+        "at the longest length: YaRN < dynamic NTK < static NTK < plain RoPE":
+            loss["rope+yarn"][longest] < loss["rope+dynamic"][longest]
+            < loss["rope+ntk"][longest] < loss["rope"][longest],
+        "YaRN is the best RoPE variant at every longer length":
+            all(loss["rope+yarn"][k] == min(loss[v][k] for v in rope) for k in longer),
+        "at 2×, static and dynamic NTK are worse than plain RoPE":
+            loss["rope"][2] < min(loss["rope+ntk"][2], loss["rope+dynamic"][2]),
+        "ALiBi's loss at every longer length is below its loss at 1×":
+            all(loss["alibi"][k] < loss["alibi"][1] for k in longer),
+        "learned positions are no worse at the longest length than at 1×":
+            loss["learned"][longest] <= loss["learned"][1],
+        "sinusoidal degrades with length": loss["sinusoidal"][1] < loss["sinusoidal"][longest],
+    }
+
+
+def compare_directions(new: dict, stored: dict | None = None) -> str:
+    """:func:`directions` of a new run next to those of the stored results, one line each."""
+    stored = load_results() if stored is None else stored
+    theirs, ours = directions(stored), directions(new)
+    lines = ["direction (notebook 06)" + " " * 50 + "stored  this run"]
+    lines += [f"{claim:72s} {'yes' if theirs[claim] else 'no':7s} "
+              f"{'yes' if ours[claim] else 'no'}" + ("" if ours[claim] == theirs[claim]
+                                                    else "   ← differs")
+              for claim in theirs]
+    return "\n".join(lines)
+
+
 DEFAULT_OUT, QUICK_OUT = Path("extrapolation_results.json"), Path("extrapolation_quick.json")
 
 
@@ -317,6 +359,7 @@ def main(argv=None) -> dict:
     for variant, losses in results["loss"].items():
         row = "  ".join(f"{k}×: {v:6.3f}" for k, v in losses.items())
         print(f"{variant:>14}  {row}")
+    print(compare_directions(results))
     return results
 
 
@@ -328,12 +371,12 @@ def _write(out: Path, text: str, *, overwrite: bool) -> Path:
     """Write ``text`` to ``out`` whole; without ``overwrite`` never replace a file, even one
     that another run created while this one trained (then ``NAME-2.json`` …, said aloud)."""
     if overwrite:
-        _files.write_atomic(out, text)
+        _atomic.write_text(out, text)
         return out
     for number in range(1, 1000):
         target = out if number == 1 else out.with_name(f"{out.stem}-{number}{out.suffix}")
         try:
-            _files.write_new(target, text)
+            _atomic.write_new(target, text)
         except FileExistsError:
             continue
         if target != out:

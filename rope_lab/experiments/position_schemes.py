@@ -34,8 +34,12 @@ plots the copy committed with the package (:data:`RESULTS_PATH`).
 Where the command writes: ``--out FILE``, else ``position_schemes_results.json`` (with
 ``--quick``: ``position_schemes_quick.json``) in the current folder — never into the package
 unless ``--out`` names a file there. Writes are atomic; runs sharing one file take turns
-and merge their units (:mod:`rope_lab.experiments._files`). Bad settings and damaged files
-get one line on stderr and exit status 2, before any training.
+and merge their units (:mod:`rope_lab.experiments._files`). A run claims a new file before
+it trains (it writes the config with no units), so a run with other settings into the same
+file is refused at once rather than after its training; the claim of a run that died before
+its first unit is no obstacle. Bad settings and damaged files get one line on stderr and
+exit status 2, before any training; a full disk gets one line and status 2 (the units saved
+before stay, and no ``NAME.lock`` is left).
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F  # noqa: N812 — the usual name
 
-from rope_lab import scaling, timing
+from rope_lab import _atomic, scaling, timing
 from rope_lab.experiments import _checks, _files
 from rope_lab.experiments.extrapolation import periodic_batch, token_losses
 from rope_lab.i18n import _
@@ -472,6 +476,12 @@ def _prepare(config, device, out, jobs, threads, schemes, command, log) -> _Plan
     if out is not None:
         with _files.locked(out):
             stored = _read_stored(out, config)
+            if stored is None:
+                # Claim the file before training: a run started next, with other settings,
+                # is refused now (its config differs) instead of after its training.
+                claim = {**results, "provenance": {**results["provenance"],
+                                                   "running": _this_process()}}
+                _atomic.write_text(out, json.dumps(claim, indent=1) + "\n")
         if stored is not None:
             results["units"], notes = _usable_units(stored, config)
             for note in notes:
@@ -528,20 +538,49 @@ def _skeleton(config) -> dict:
         "guess_loss": math.log(config.vocab_size), "units": {}}
 
 
+def _this_process() -> dict:
+    import socket
+
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _abandoned(stored: dict) -> bool:
+    """A file claimed by a run on this machine that ended before it trained a unit."""
+    running = stored.get("provenance", {}).get("running")
+    if stored["units"] or not isinstance(running, dict) or \
+            running.get("host") != _this_process()["host"]:
+        return False
+    try:
+        os.kill(int(running["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
+    return False
+
+
 def _read_stored(out, config) -> dict | None:
-    """The results stored in ``out`` (None if there is no file), checked whole: a damaged
-    file, one of another config, or a unit missing a field gets one ResultsError."""
+    """The results stored in ``out`` (None if there is no file, or only the claim of a run
+    that ended before its first unit), checked whole: a damaged file, one of another config
+    (a run with other settings, finished or still training), or a unit missing a field gets
+    one ResultsError."""
     if not Path(out).exists():
         return None
     stored = _files.read_json(out)
     _check_top(out, stored)
     expected = config_dict(config)
+    if stored["config"] != expected and _abandoned(stored):
+        return None
     if stored["config"] != expected:
         differ = [f"{k}: {stored['config'].get(k, 'missing')!r} in the file, {v!r} here"
                   for k, v in expected.items() if stored["config"].get(k, "missing") != v]
         differ += [f"{k}: not a setting" for k in stored["config"] if k not in expected]
-        raise ResultsError(f"{out} holds results of another config ({'; '.join(differ)}); "
-                           "delete it or pass another --out to start afresh")
+        running = stored.get("provenance", {}).get("running")
+        who = (f"a run with other settings (process {running.get('pid')} on "
+               f"{running.get('host')}) is training into it" if isinstance(running, dict)
+               and not stored["units"] else "it holds results of another config")
+        raise ResultsError(f"{out}: {who} ({'; '.join(differ)}); wait for it, delete the "
+                           "file or pass another --out to start afresh")
     for name in ("schemes", "provenance"):
         if not isinstance(stored.get(name, {}), dict):
             raise ResultsError(f"{out}: {name!r} must be an object, got "
@@ -634,8 +673,16 @@ def _save(plan: _Plan, trained: dict, clock: dict) -> None:
     lock = _files.locked(plan.out) if plan.out is not None else contextlib.nullcontext()
     with lock:
         units = dict(results["units"])
-        if plan.out is not None:
-            stored = _read_stored(plan.out, config)
+        out = plan.out
+        if out is not None:
+            try:
+                stored = _read_stored(out, config)
+            except ResultsError as error:
+                # the file changed hands while this run trained (deleted and started anew
+                # with other settings): keep it, and this run's units beside it
+                out = _sibling(plan.out)
+                plan.log(f"{error}; this run's units go to {out}")
+                plan.out, stored = out, None
             if stored is not None:
                 units.update(_usable_units(stored, config)[0])
                 stored_wall = stored.get("provenance", {}).get("wall_seconds", 0.0)
@@ -647,8 +694,18 @@ def _save(plan: _Plan, trained: dict, clock: dict) -> None:
         provenance["cpu_seconds"] = round(sum(u["cpu_seconds"] for u in units.values()), 1)
         provenance["units_done"] = len(results["units"])
         clock["saved"] = elapsed
+        provenance.pop("running", None)
         if plan.out is not None:
-            _files.write_atomic(plan.out, json.dumps(results, indent=1) + "\n")
+            _atomic.write_text(plan.out, json.dumps(results, indent=1) + "\n")
+
+
+def _sibling(out: Path) -> Path:
+    """``NAME-2.json``, ``NAME-3.json`` …: the first that does not exist."""
+    for number in range(2, 1000):
+        target = out.with_name(f"{out.stem}-{number}{out.suffix}")
+        if not target.exists():
+            return target
+    raise ResultsError(f"{out} and 998 numbered siblings exist; pass another --out")
 
 
 def _provenance(device, command, jobs, threads) -> dict:
@@ -723,6 +780,50 @@ def _span(values) -> str:
     return f"{min(values):.2f}–{max(values):.2f}"
 
 
+def directions(results: dict) -> dict[str, bool]:
+    """The main directions notebook 12 reads from the results (separation over every seed, as
+    :func:`compare`), each with whether ``results`` show it. The notebook's checks test them
+    on the stored results; the command prints them for its own run next to the stored ones."""
+    multiples = results["config"]["multiples"]
+    longer, longest = [k for k in multiples if k > 1], max(multiples)
+
+    def relation(a, b, task, k):
+        return compare(results, a, b, task, "loss" if task == "copy" else "accuracy",
+                       k).relation
+
+    def better(a, b):  # every longer length, both tasks: lower copy loss, higher accuracy
+        return all(relation(a, b, task, k) == ("<" if task == "copy" else ">")
+                   for task in TASKS for k in longer)
+
+    found = {
+        "zero-shot PI: copy loss above plain RoPE at every longer length":
+            all(relation("rope+linear", "rope", "copy", k) == ">" for k in longer),
+        "YaRN beats PI, NTK and dynamic NTK at every longer length, both tasks":
+            all(better("rope+yarn", other) for other in ("rope+linear", "rope+ntk",
+                                                         "rope+dynamic")),
+        "limiting RoPE to offsets < L lowers its copy loss at the longest length":
+            relation("rope+window", "rope", "copy", longest) == "<",
+        "PI with factor 2 on inputs of length L is worse than plain RoPE at L":
+            min(seed_values(results, "rope+linear@L", "copy", "loss", 2))
+            > max(seed_values(results, "rope", "copy", "loss", 1)),
+    }
+    for scheme in ("rope-5e5", "nope-hybrid", "p-rope-0.25", "local-global"):
+        found[f"{scheme} beats RoPE at every longer length, both tasks"] = better(scheme, "rope")
+    return found
+
+
+def compare_directions(new: dict, stored: dict | None = None) -> str:
+    """:func:`directions` of a new run next to those of the stored results, one line each."""
+    stored = load_results() if stored is None else stored
+    theirs, ours = directions(stored), directions(new)
+    lines = ["direction (notebook 12)" + " " * 50 + "stored  this run"]
+    lines += [f"{claim:72s} {'yes' if theirs[claim] else 'no':7s} "
+              f"{'yes' if ours[claim] else 'no'}" + ("" if ours[claim] == theirs[claim]
+                                                    else "   ← differs")
+              for claim in theirs]
+    return "\n".join(lines)
+
+
 DEFAULT_OUT = Path("position_schemes_results.json")
 QUICK_OUT = Path("position_schemes_quick.json")
 
@@ -774,10 +875,20 @@ def main(argv=None) -> dict:
                         None)
     except (ValueError, TypeError) as error:  # ResultsError included
         parser.error(str(error))
-    results = _train(plan, not args.no_progress)
+    try:
+        results = _train(plan, not args.no_progress)
+    except (ResultsError, OSError) as error:  # a full disk, a file that changed hands
+        what = (f"could not write {plan.out}: {error.strerror or error}"
+                if isinstance(error, OSError) else str(error))
+        print(f"position_schemes: {what}; the units saved before are in {plan.out} and a "
+              "rerun reuses them", file=sys.stderr)
+        raise SystemExit(2) from None
+    out = plan.out
     print(f"wrote {out.resolve()}: {len(results['units'])} units, "
           f"{results['provenance']['wall_seconds']} s wall, "
           f"{results['provenance']['cpu_seconds']} s CPU")
+    if not args.schemes and results.get("units"):  # a subset lacks some compared schemes
+        print(compare_directions(results))
     return results
 
 

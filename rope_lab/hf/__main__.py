@@ -22,6 +22,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from rope_lab import _atomic
 from rope_lab.hf.report import printable
 
 
@@ -80,7 +81,8 @@ def main(argv=None) -> int:
                 from rope_lab.plots import real_models
 
                 figure = real_models.config_spectrum(config, title=Path(args.config).name)
-                figure.savefig(plot, format="png")
+                with _atomic.writing(plot) as handle:
+                    figure.savefig(handle, format="png")
     except (ValueError, TypeError, KeyError, OSError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(printable(f"error: {message}").replace("\n", " "), file=sys.stderr)

@@ -713,6 +713,25 @@ def first(fields: _Fields, names):
     return next((fields.get(name) for name in names if fields.has(name)), None)
 
 
+# The deepest published models have a few hundred layers; a count past this is a typo or a
+# crafted file, refused before a list of that many layers is built.
+MAX_LAYERS = 100_000
+
+
+def layer_count(fields: _Fields) -> int | None:
+    """The number of layers the config gives (num_hidden_layers or an alias), checked: a
+    positive int no larger than :data:`MAX_LAYERS`; None when it gives none."""
+    name = next((name for name in _LAYERS if fields.has(name)), None)
+    if name is None or fields.get(name) is None:
+        return None
+    count = _number(fields.get(name), name, integer=True, positive=True)
+    if count > MAX_LAYERS:
+        raise ValueError(f"{name} is {count}, more than {MAX_LAYERS} "
+                         "(rope_lab.hf.config.MAX_LAYERS); expected the number of layers of a "
+                         "model")
+    return count
+
+
 def _generic_note(fields: _Fields) -> str:
     releases = available_rules()
     versions = f"transformers {releases[0]} … {releases[-1]}"
@@ -892,6 +911,10 @@ def _resolve(config, layer_type=None) -> tuple[RopeSpec | None, list[str]]:
         explicit = int(rope_head * applied)
     if in_code or (not fields.known and fields.raw("rotary_dim") is not None):
         explicit = fields.get("rotary_dim", head_dim)  # GPT-J's default: the whole head
+        if isinstance(explicit, int) and not isinstance(explicit, bool) and explicit > head_dim:
+            raise ValueError(f"rotary_dim is {explicit}, more than head_dim {head_dim} (hidden "
+                             "size / heads); expected at most the head dimension: a model "
+                             "cannot rotate more features than a head has")
     elif fields.raw("rotary_dim") is not None and "rotary_dim" not in legacy and \
             fields.raw("rotary_dim") != int(head_dim * applied):
         notes.append(_("rotary_dim={rotary_dim} is not read by transformers for model_type "

@@ -95,7 +95,7 @@ def nope_layers(config) -> list[int]:
     Per-layer-type configs mark a NoPE layer type with a null rope block.
     """
     fields = hf_config._text_fields(config)
-    count = hf_config.first(fields, hf_config._LAYERS)
+    count = hf_config.layer_count(fields)
     flags = fields.get("no_rope_layers")
     model_type = fields.get("model_type")
     if flags:
@@ -218,9 +218,9 @@ def format_report(config, name: str = "config") -> str:
     rule used for a model type it does not know), then one block per layer type and the NoPE
     layers, in the course's language. Config-sourced names are quoted when they are not plain
     words; pass the result through :func:`printable` before it reaches a terminal."""
-    reports = describe(config)
     fields = hf_config._text_fields(config)
-    layers = hf_config.first(fields, hf_config._LAYERS)
+    layers = hf_config.layer_count(fields)  # checked before anything is built per layer
+    reports = describe(config)
     lines = [_("{name}: model_type={model_type!r}, {layers} layers").format(
         name=_name(name), model_type=fields.model_type,
         layers=layers if isinstance(layers, int) else "?")]

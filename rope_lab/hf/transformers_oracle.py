@@ -553,6 +553,7 @@ def write_rules(path=None) -> str:
     import json
     from pathlib import Path
 
+    from rope_lab import _atomic
     from rope_lab.hf.config import RULES_SUFFIX
 
     rules = model_type_rules()
@@ -560,7 +561,7 @@ def write_rules(path=None) -> str:
                                     / f"{rules['transformers']}{RULES_SUFFIX}")
     text = json.dumps(rules, sort_keys=True, separators=(",", ":")).replace(',"', ',\n"') + "\n"
     # mtime=0: the same rules give the same bytes (a re-run leaves git status clean)
-    path.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    _atomic.write_bytes(path, gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
     return str(path)
 
 

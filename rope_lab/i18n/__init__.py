@@ -30,9 +30,11 @@ needs nothing but the standard library's :mod:`gettext`:
   catalogs carry the figure text that notebooks pass (:mod:`rope_lab.translations.notebooks`).
 
 Which messages are translated: everything a learner reads (verdicts, grader feedback,
-widget labels, figure text, tables, the glossary). Error messages that refuse bad input
-(``ValueError``, ``TypeError``) stay English: they are for practitioners, tests and
-notebooks match them, and they name code (parameters, values) more than words.
+widget labels, figure text, tables, the glossary, the docstrings ``show_source`` prints).
+Error messages that refuse bad input (``ValueError``, ``TypeError``) are raised in English:
+tests and practitioners match them, and a search engine knows them. The Chinese edition
+shows them translated, with the English kept below (:mod:`rope_lab.i18n.errors`: a note
+under a cell's traceback, the graders' feedback, ``error_message``).
 
 The package's catalog is ``rope_lab/locale/zh_CN/LC_MESSAGES/rope_lab.po``, compiled to the
 ``.mo`` next to it that :mod:`gettext` reads (both committed; a test keeps them in step).

@@ -26,6 +26,22 @@ SCALING_STYLES = {"default": "-", "linear": ":", "ntk": "--", "dynamic": "-.", "
                   "llama3": (0, (6, 2, 1, 2, 1, 2))}
 SCALING_MARKERS = {"default": "o", "linear": "x", "ntk": "s", "dynamic": "D", "yarn": "^",
                    "llama3": "v"}
+# What a legend or a dropdown shows for a method: the identifier in English; a translation
+# names the method in its words and keeps the identifier ("线性插值（linear）").
+SCALING_LABELS = {
+    # Translators: a scaling method in a legend or dropdown: its name, then the identifier
+    "default": N_("scaling method: default"), "linear": N_("scaling method: linear"),
+    "ntk": N_("scaling method: ntk"), "dynamic": N_("scaling method: dynamic"),
+    "yarn": N_("scaling method: yarn"), "llama3": N_("scaling method: llama3"),
+}
+
+
+def scaling_label(method: str) -> str:
+    """``method`` as a legend or a dropdown shows it (see :data:`SCALING_LABELS`)."""
+    from rope_lab.i18n import gettext
+
+    text = gettext(SCALING_LABELS[method])
+    return method if text == SCALING_LABELS[method] else text
 
 
 def _scaled(method, dim, base, factor, original_length, beta_fast, beta_slow):
@@ -50,7 +66,7 @@ def _draw_frequency_overlay(axes, dim, base, factor, original_length, method, be
     for name in scaling.METHODS:
         ratio = _scaled(name, dim, base, factor, original_length, beta_fast, beta_slow) / theta
         chosen = name == method
-        label = _("dynamic (at ℓ = sL)") if name == "dynamic" else name
+        label = _("dynamic (at ℓ = sL)") if name == "dynamic" else scaling_label(name)
         axes.plot(pairs, ratio.numpy(), color=SCALING_COLOURS[name], label=label,
                   linestyle=SCALING_STYLES[name], linewidth=3.2 if chosen else 1.4,
                   alpha=1.0 if chosen else 0.55, zorder=3 if chosen else 2)
@@ -60,7 +76,8 @@ def _draw_frequency_overlay(axes, dim, base, factor, original_length, method, be
     axes.set(title=_("Rotation speed after scaling, s = {factor:g}").format(factor=factor),
              xlabel=_("pair i (0 = fastest)"),
              ylabel=_("θ′ᵢ / θᵢ  (1 = unchanged, 1/s = PI)"))
-    axes.legend(loc="lower left", ncol=2)
+    # under the axes: the methods' names (线性插值（linear）…) would cover the curves inside
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, columnspacing=1.5)
 
 
 def _draw_wavelength_chart(axes, dim, base, factor, original_length, method, beta_fast,
@@ -77,7 +94,7 @@ def _draw_wavelength_chart(axes, dim, base, factor, original_length, method, bet
         scaled = scaling.wavelengths(
             _scaled(method, dim, base, factor, original_length, beta_fast, beta_slow))
         axes.plot(pairs, scaled.numpy(), "o", color=SCALING_COLOURS[method], markersize=4,
-                  label=f"{method}, s = {factor:g}")
+                  label=f"{scaling_label(method)}, s = {factor:g}")
     axes.axhline(original_length, color="0.2", linestyle="--", linewidth=1.2,
                  label=_("trained length L = {length}").format(length=original_length))
     if factor > 1:
@@ -106,7 +123,7 @@ def frequency_overlay(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
 
     if method not in scaling.METHODS:
         raise ValueError(f"method must be one of {scaling.METHODS}, got {method!r}")
-    figure, axes = new_figure(width=7.5, height=4.2)
+    figure, axes = new_figure(width=7.5, height=5.0)
     _draw_frequency_overlay(axes, dim, base, factor, original_length, method, beta_fast,
                             beta_slow)
     return figure
@@ -143,7 +160,7 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
         raise ValueError(f"method must be one of {scaling.METHODS}, got {method!r}")
     # 9 in = 810 CSS px: inside JupyterLab's output area at 1280 × 800 with the sidebar
     # open, the widget box's own padding included (9.3 in lost the right spine there). The
-    # method legend sits under the left axes, off the curves.
+    # method legend sits under both axes, off the curves.
     figure, (left, right) = fixed_layout_figure(1, 2, width=9.0, height=5.4, left=0.09,
                                                 right=0.975, bottom=0.3, top=0.92,
                                                 wspace=0.5)
@@ -152,7 +169,7 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
     wavelength = scaling.wavelengths(theta).numpy()
     ratios = {}
     for name in scaling.METHODS:
-        label = _("dynamic (at sL)") if name == "dynamic" else name
+        label = _("dynamic (at sL)") if name == "dynamic" else scaling_label(name)
         ratios[name], = left.plot(pairs, [1.0] * len(pairs), color=SCALING_COLOURS[name],
                                   linestyle=SCALING_STYLES[name], label=label)
     pi_line = left.axhline(1.0, color=role("context"), linestyle=":", linewidth=1.2)
@@ -186,8 +203,12 @@ def scaling_explorer(dim: int = 64, base: float = 10000.0, factor: float = 8.0,
             line.set(linewidth=3.4 if chosen else 1.4, alpha=1.0 if chosen else 0.6,
                      zorder=3 if chosen else 2)
         pi_line.set_ydata([1 / factor, 1 / factor])
-        left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
-                    handlelength=2.2, columnspacing=0.8, borderaxespad=0)
+        # Under both axes, across the figure: the names (线性插值（linear）…) need the width.
+        for legend in list(figure.legends):
+            legend.remove()
+        figure.legend(handles=list(ratios.values()), loc="lower center",
+                      bbox_to_anchor=(0.5, 0.01), ncol=3, handlelength=2.2,
+                      columnspacing=1.2, borderaxespad=0)
         left.set_title(_("Rotation speed, s = {factor} ({method} thick)").format(
             factor=number(factor), method=method))
         turns = scaling.wavelengths(theta).numpy() <= original_length

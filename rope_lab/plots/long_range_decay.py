@@ -17,7 +17,7 @@ from rope_lab.plots.style import (
 @course_style
 def base_sweep(bases=(1, 10, 100, 500, 5000, 10000, 50000), dim: int = 64,
                length: int = 2048, windows: int = 8):
-    """Seed 002's experiment: s(Δ) = ⟨q, R_Δ k⟩ for q = k = all-ones, one small panel per
+    """Source post 002's experiment: s(Δ) = ⟨q, R_Δ k⟩ for q = k = all-ones, one small panel per
     base on a shared y-axis: the raw score faint, its mean over each of ``windows`` equal
     windows of Δ (the trend the notebook tests) thick.
 
@@ -72,14 +72,14 @@ def base_sweep(bases=(1, 10, 100, 500, 5000, 10000, 50000), dim: int = 64,
 
 @course_style
 def bound_counterexample(q, k, distances, *, base: float = 10000.0, marked=None):
-    """Seed 000's "bound" Σ_i cos(Δθ_i) (``lines[0]``) against the real score of q, k
+    """Source post 000's "bound" Σ_i cos(Δθ_i) (``lines[0]``) against the real score of q, k
     (``lines[1]``); ``marked`` adds a vertical line at one distance."""
     from rope_lab import decay
 
     dim = q.shape[-1]
     figure, axes = new_figure(width=9.0, height=4.8)
     axes.plot(distances, decay.cos_sum(distances, dim, base=base), color=role("mistake"), lw=1.2,
-              label=_("seed 000's “bound” Σ cos(Δθᵢ)"))
+              label=_("source post 000's “bound” Σ cos(Δθᵢ)"))
     axes.plot(distances, decay.score_curve(q, k, distances, base=base), color=role("rope"),
               lw=1.2, label=_("score s(Δ) of the chosen k"))
     axes.axhline(dim / 2, color=role("reference"), ls=":", lw=1,

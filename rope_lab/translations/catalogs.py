@@ -15,18 +15,29 @@ two, never edited::
 
 Commands (``make translations`` runs the first two)::
 
-    python -m rope_lab.translations update        extract the English again and merge every catalog:
-                                          new texts get empty entries, changed ones keep the
-                                          old translation marked fuzzy with the old msgid
-                                          ("#| msgid"), like msgmerge
-    python -m rope_lab.translations build         write notebooks/zh_CN/ and compile rope_lab.mo
-    python -m rope_lab.translations init NAME     start the catalog of one more notebook or markdown
-                                          document (NAME: its file name or stem, e.g.
-                                          05_long_range_decay or TEACHING)
-    python -m rope_lab.translations status        per catalog: entries, translated, fuzzy, missing
+    python -m rope_lab.translations update      extract the English again and merge every
+                                                catalog: new texts get empty entries,
+                                                changed ones keep the old translation
+                                                marked fuzzy with the old msgid ("#| msgid"),
+                                                like msgmerge
+    python -m rope_lab.translations build       write notebooks/zh_CN/ and compile
+                                                rope_lab.mo
+    python -m rope_lab.translations init NAME   start the catalog of one more notebook or
+                                                markdown document (NAME: its file name or
+                                                stem, e.g. 05_long_range_decay or TEACHING)
+    python -m rope_lab.translations status      per catalog: entries, translated, fuzzy,
+                                                missing
 
 A translator edits only ``msgstr`` lines (Poedit, Lokalize, Weblate, a text editor), then
-runs ``make translations``. Which entries exist, and what counts as a message, is decided by
+runs ``make translations``. Both commands work out every file first and then write all of
+them or none (:func:`rope_lab._atomic.replace_all`): a damaged catalog, a full disk or a
+file-size limit changes nothing. ``build`` first checks every translation it would use
+(:func:`translation_problems`: fields, code, links, no markup or control characters the
+English lacks) and that every built notebook's code is the English code, and writes nothing
+while one fails. A .po file is untrusted input: a contribution could try to put a
+``<script>`` into the Chinese pages or code into the install cell.
+
+Which entries exist, and what counts as a message, is decided by
 :mod:`rope_lab.translations.notebooks` (and, for a markdown document,
 :mod:`rope_lab.translations.documents`, which splits it the same way). This module needs Babel
 (the ``test`` extra): Babel reads and writes .po, merges a catalog with a new template (fuzzy
@@ -38,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import io
 import json
 import posixpath
@@ -51,8 +63,10 @@ from babel.messages.extract import extract_from_dir
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import denormalize, normalize, read_po, write_po
 
+from rope_lab import _atomic
+from rope_lab.course import notebook_files
 from rope_lab.i18n import DOMAIN, LANGUAGES
-from rope_lab.translations import documents
+from rope_lab.translations import documents, lint
 from rope_lab.translations import notebooks as text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,6 +195,105 @@ def data_messages() -> list[tuple[str, str, str]]:
               for name in absolute.PROPERTIES]
     found += [(part, "rope_lab/cost.py", "a part of a transformer layer (cost.layer_flops)")
               for part in cost.layer_flops(1, 64)]
+    found += [(docstring, where, "the docstring rope_lab.show_source shows in a notebook "
+                                 "(keep the names, shapes and formulas as written)")
+              for docstring, where in shown_docstrings()]
+    from rope_lab.i18n import errors
+
+    found += [(template, "rope_lab/" + module, "an error message the package raises: keep "
+                                              "every {…} field exactly as written")
+              for module, template in errors.located_templates()]
+    found += [(row[field], "rope_lab/data/claims.csv", f"the claims page: a row's {field}")
+              for row in _claim_rows() for field in ("claim", "condition_or_reason")
+              if row[field]]
+    return found
+
+
+def _claim_rows() -> list[dict[str, str]]:
+    from rope_lab.claims import load_claims
+
+    return load_claims()
+
+
+def check_lines(root: Path = ROOT) -> dict[tuple[str, str], str]:
+    """(notebook, cell id) → the claim of the check a row of the claims inventory points at,
+    as the translated notebook prints it: the catalog entry of that cell that holds the
+    row's English label. For the translated claims page of the book."""
+    found = {}
+    for row in _claim_rows():
+        if not row["cell_id"]:
+            continue
+        (english,) = notebook_files(root / "notebooks", f"{row['notebook']}_*.ipynb")
+        path = root / CATALOG_DIR.relative_to(ROOT) / f"{english.stem}.po"
+        if not path.exists():
+            continue
+        location = f"{english.name}#{row['cell_id']}"
+        for message in _read_cached(path):
+            if (message.id and message.string and not message.fuzzy
+                    and row["label"] in message.id
+                    and any(where == location for where, _ in message.locations)):
+                found[(row["notebook"], row["cell_id"])] = message.string
+                break
+    return found
+
+
+@functools.cache
+def _read_cached(path: Path) -> Catalog:
+    return read_catalog(path)
+
+
+def shown_objects(root: Path = ROOT) -> list[tuple[object, str]]:
+    """(object, where) for every ``show_source(X)`` of the English notebooks, X resolved
+    through the notebook's own imports (``rl.inv_freq``, ``la.linear_attention``,
+    ``models.TinyTransformer.forward`` …)."""
+    import ast
+    import importlib
+
+    found = []
+    for english in notebook_files(root / "notebooks", "[0-9][0-9]_*.ipynb"):
+        cells = [("".join(cell["source"])) for cell in json.loads(
+            english.read_text(encoding="utf-8"))["cells"] if cell["cell_type"] == "code"]
+        aliases = {}
+        for source in cells:
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    for name in node.names:
+                        aliases[name.asname or name.name.split(".")[0]] = (
+                            name.name if name.asname else name.name.split(".")[0])
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    for name in node.names:
+                        aliases[name.asname or name.name] = f"{node.module}.{name.name}"
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
+                        node.func, "id", None)) == "show_source" and node.args):
+                    dotted = ast.unparse(node.args[0]).split(".")
+                    target = aliases.get(dotted[0], dotted[0])
+                    try:
+                        obj = importlib.import_module(target)
+                    except ImportError:  # a name imported from a module, not a module
+                        module, _, attribute = target.rpartition(".")
+                        obj = getattr(importlib.import_module(module), attribute)
+                    for attribute in dotted[1:]:
+                        obj = getattr(obj, attribute)
+                    found.append((obj, f"{english.name}: show_source({ast.unparse(node.args[0])})"))
+    return found
+
+
+def shown_docstrings(root: Path = ROOT) -> list[tuple[str, str]]:
+    """(docstring, where) of every object a notebook shows with ``show_source``, cleaned as
+    :func:`rope_lab.utils.translated_docstring` looks it up."""
+    import inspect
+
+    seen, found = set(), []
+    for obj, where in shown_objects(root):
+        doc = obj.__doc__
+        if doc and inspect.cleandoc(doc) not in seen:
+            seen.add(inspect.cleandoc(doc))
+            found.append((inspect.cleandoc(doc), where))
     return found
 
 
@@ -236,7 +349,7 @@ def write_catalog(catalog: Catalog, path: Path, *, include_lineno: bool = False)
     if path.exists() and path.read_bytes() == new:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(new)
+    _atomic.write_bytes(path, new)
     return True
 
 
@@ -294,20 +407,25 @@ def init(name: str, root: Path = ROOT) -> Path:
 
 
 def update(root: Path = ROOT) -> list[Path]:
-    """Merge every catalog with the current English; returns the files that changed."""
-    changed = []
+    """Merge every catalog with the current English; returns the files that changed.
+
+    Every catalog is read and merged before any is written; then the changed ones are
+    replaced all together or not at all.
+    """
+    new = {}
     for path in catalogs(root):
         catalog = merged(read_catalog(path), source_template(english_source(path.stem, root)))
-        if write_catalog(catalog, path):
-            changed.append(path)
+        new[path] = po_bytes(catalog)
     package_po = root / PACKAGE_PO.relative_to(ROOT)
     template = package_template(root / "rope_lab")
     catalog = (merged(read_catalog(package_po), template) if package_po.exists()
                else new_catalog(template, "简体中文 translation of the rope_lab package's "
                                           "messages"))
-    if write_catalog(catalog, package_po):
-        changed.append(package_po)
-    return changed
+    new[package_po] = po_bytes(catalog)
+    changed = {path: data for path, data in new.items()
+               if not path.exists() or path.read_bytes() != data}
+    package_po.parent.mkdir(parents=True, exist_ok=True)
+    return _atomic.replace_all(changed)
 
 
 # --- what is translated -----------------------------------------------------------------------
@@ -402,8 +520,8 @@ def build_notebook(english: Path, catalog: Catalog, translated_stems: set[str],
     return result
 
 
-# The options of git's clean filter for notebooks (the Makefile's NBSTRIPOUT; tests/test_i18n.py
-# checks that the two agree): cell ids stay, the kernel's language_info goes.
+# The options of git's clean filter for notebooks (the Makefile's NBSTRIPOUT_ARGS;
+# tests/test_i18n.py checks that the two agree): cell ids stay, the kernel's language_info goes.
 CLEAN_FILTER_OPTIONS = ("--keep-id", "--extra-keys", "metadata.language_info")
 
 
@@ -540,19 +658,58 @@ def index_markdown(built: dict[str, dict], root: Path = ROOT) -> str:
     ])
 
 
+class TranslationError(ValueError):
+    """A translation that the build refuses to write (the message lists every problem)."""
+
+
 def build(root: Path = ROOT) -> list[Path]:
-    """Write every Chinese notebook, the index and rope_lab.mo; returns the files changed."""
-    changed = []
+    """Write every Chinese notebook, the index and rope_lab.mo; returns the files changed.
 
-    def write(path: Path, content: bytes) -> None:
-        if not _same(path, content):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
-            changed.append(path)
+    Checks first (:func:`translation_problems`, and that every built notebook's code is the
+    English code), then writes every changed file or none; :class:`TranslationError` when a
+    check fails, with nothing written.
+    """
+    problems = translation_problems(root)
+    outputs = expected_outputs(root)
+    for path, content in outputs.items():
+        if path.suffix == ".ipynb":
+            english = english_source(path.stem, root)
+            problems += [f"{path.relative_to(root)}: {problem}" for problem in text.code_drift(
+                json.loads(english.read_text(encoding="utf-8")), json.loads(content),
+                language=LANGUAGE)]
+    if problems:
+        raise TranslationError(f"{len(problems)} problem(s), nothing written:\n  "
+                               + "\n  ".join(problems))
+    changed = {path: content for path, content in outputs.items() if not _same(path, content)}
+    for path in changed:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return _atomic.replace_all(changed)
 
-    for path, content in expected_outputs(root).items():
-        write(path, content)
-    return changed
+
+def translation_problems(root: Path = ROOT) -> list[str]:
+    """What :func:`rope_lab.translations.lint.message_problems` finds in every translation the
+    build would use (notebook and document catalogs, and the package's), one line each."""
+    problems = []
+    for path in catalogs(root):
+        catalog, seen = read_catalog(path), set()
+        for message in source_messages(english_source(path.stem, root)):
+            translated = translation(catalog, message.msgid)
+            if translated is None or message.msgid in seen:
+                continue
+            seen.add(message.msgid)
+            problems += [f"{path.name}: {message.msgid[:50]!r}: {problem}"
+                         for problem in lint.message_problems(
+                             message.msgid, translated, brace_format=message.brace_format,
+                             markdown=message.kind == "markdown",
+                             table=message.note == "markdown table")]
+    package_po = root / PACKAGE_PO.relative_to(ROOT)
+    if package_po.exists():
+        problems += [f"{package_po.name}: {message.id[:50]!r}: {problem}"
+                     for message in read_catalog(package_po) if message.id and message.string
+                     and not message.fuzzy
+                     for problem in lint.message_problems(message.id, message.string,
+                                                          brace_format=True)]
+    return problems
 
 
 def expected_outputs(root: Path = ROOT) -> dict[Path, bytes]:
@@ -698,14 +855,20 @@ def main(argv: list[str] | None = None) -> int:
         except (FileNotFoundError, FileExistsError) as error:
             parser.error(str(error))
         print(f"created {created.relative_to(ROOT)}")
-    elif args.command == "update":
-        changed = update()
-        print(f"{len(changed)} catalog(s) changed" + "".join(
-            f"\n  {p.relative_to(ROOT)}" for p in changed))
-    elif args.command == "build":
-        changed = build()
-        print(f"{len(changed)} file(s) written" + "".join(
-            f"\n  {p.relative_to(ROOT)}" for p in changed))
+    elif args.command in ("update", "build"):
+        try:
+            changed = update() if args.command == "update" else build()
+        except TranslationError as error:
+            print(f"python -m rope_lab.translations build: {error}", file=sys.stderr)
+            return 2
+        except OSError as error:  # a full disk, a size limit: nothing was changed
+            print(f"python -m rope_lab.translations {args.command}: could not write "
+                  f"{error.filename or ''}: {error.strerror or error}; no file was changed",
+                  file=sys.stderr)
+            return 2
+        print(f"{len(changed)} {'catalog' if args.command == 'update' else 'file'}(s) "
+              f"{'changed' if args.command == 'update' else 'written'}"
+              + "".join(f"\n  {p.relative_to(ROOT)}" for p in changed))
     found = all_status()
     if args.command == "status":
         for one in found:

@@ -2,7 +2,10 @@
 
 * :func:`message_problems`: one entry, msgid against msgstr: the f-string fields, maths,
   inline code, link targets and table shape must survive; bold markers stay paired; a
-  printed text keeps its line breaks; no English sentence is left behind.
+  printed text keeps its line breaks; no English sentence is left behind; and nothing that
+  could run is added (:func:`added_code`): no HTML tag, ``javascript:`` URL or control
+  character the English does not have. ``make translations`` refuses to build while any
+  entry has a problem (:func:`rope_lab.translations.catalogs.translation_problems`).
 * :func:`term_problems`: the course's terms (``rope_lab/data/terms_zh.csv``) are used as
   the table says, and the first use in a notebook gives the English in parentheses where
   the table asks for it.
@@ -30,6 +33,14 @@ _QUOTED = re.compile("\"[^\"]*\"|'[^']*'|\u201c[^\u201d]*\u201d|\u2018[^\u2019]*
                      "\u300c[^\u300d]*\u300d")
 _ENGLISH_RUN = re.compile(r"(?:\b[A-Za-z][a-z'-]*\b[ ,;:]+){5}\b[A-Za-z][a-z'-]*\b")
 _WORDS = re.compile(r"\b[A-Za-z]{3,}\b")  # words, not symbols such as PE or W_k
+# An HTML tag, a CommonMark autolink (<https://…>, <javascript:…>) or a processing
+# instruction: markup a page renders or a browser runs.
+_MARKUP = re.compile(r"<[/!?]?[A-Za-z][^<>]*>?")
+# URL schemes that run code or smuggle a document when a link or an image is followed.
+_CODE_SCHEMES = re.compile(r"(?i)\b(?:javascript|vbscript|data|file)\s*:")
+# Characters that end a line of code or hide text: every C0/C1 control but tab and newline
+# (those are counted as line breaks), and the Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def _without_code(text: str) -> str:
@@ -57,7 +68,7 @@ def message_problems(msgid: str, msgstr: str, *, brace_format: bool = False,
     ``brace_format``: an f-string or ``str.format`` message; ``markdown``: a markdown block
     (``table``: a whole table).
     """
-    problems = []
+    problems = added_code(msgid, msgstr)
     if brace_format and replacement_fields(msgid) != replacement_fields(msgstr):
         problems.append(f"the {{fields}} differ: {replacement_fields(msgid)} in English, "
                         f"{replacement_fields(msgstr)} in the translation")
@@ -82,6 +93,45 @@ def message_problems(msgid: str, msgstr: str, *, brace_format: bool = False,
     elif left := _ENGLISH_RUN.search(prose(_strip_fields(msgstr) if brace_format else msgstr)):
         problems.append(f"English left in the translation: {left[0]!r}")
     return problems
+
+
+def added_code(msgid: str, msgstr: str) -> list[str]:
+    """What ``msgstr`` adds that a page or a notebook could run: an HTML tag, a
+    ``javascript:``-like URL scheme or a control character that ``msgid`` does not have.
+
+    A translation becomes notebook markdown, a page of the book (rope_lab.book sanitizes
+    every page as well) and, for the install cell, Python source: none of it may carry
+    markup or code the English does not.
+    """
+    problems = []
+    english = {_tag_shape(tag) for tag in _MARKUP.findall(_without_maths_and_code(msgid))}
+    added = sorted({tag for tag in _MARKUP.findall(_without_maths_and_code(msgstr))
+                    if _tag_shape(tag) not in english})
+    if added:
+        problems.append(f"markup the English does not have: {added}")
+    schemes = {s.lower().replace(" ", "") for s in _CODE_SCHEMES.findall(msgid)}
+    added = sorted({s.lower().replace(" ", "") for s in _CODE_SCHEMES.findall(msgstr)} - schemes)
+    if added:
+        problems.append(f"a URL scheme the English does not have: {added}")
+    controls = sorted({f"U+{ord(c):04X}" for c in _CONTROL.findall(msgstr)}
+                      - {f"U+{ord(c):04X}" for c in _CONTROL.findall(msgid)})
+    if controls:
+        problems.append(f"control characters the English does not have: {controls}")
+    return problems
+
+
+def _without_maths_and_code(text: str) -> str:
+    # both must equal the English's (message_problems checks), so they add nothing
+    return _CODE_SPAN.sub(" ", _MATH.sub(" ", text))
+
+
+def _tag_shape(tag: str) -> tuple:
+    """What a tag does, not what its words say: its kind (``/``, ``!``), name and attribute
+    names (``<a href=…>`` and ``<a href=… onclick=…>`` differ; translated text inside a
+    placeholder such as ``<rope_lab panel …>`` does not matter)."""
+    found = re.match(r"<([/!?]?)([A-Za-z][\w:.-]*)(.*)", tag, re.S)
+    attributes = re.findall(r"[\s/\"']([^\s\"'<>/=]+)\s*=", found[3])
+    return found[1], found[2].lower(), tuple(sorted(a.lower() for a in attributes))
 
 
 def rendering_problems(msgid: str, msgstr: str) -> list[str]:

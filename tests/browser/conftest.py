@@ -224,11 +224,13 @@ def lab_url(chromium, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def executed_site(tmp_path_factory) -> Path:
-    """The book built as ``make book`` builds it, every notebook executed: once a session."""
+    """The book built as ``make book`` builds it, both editions, every notebook executed (by
+    rope_lab.runner, which reuses a run from build/executed/ while the notebook and the
+    package are unchanged, as after `make book` or `make check`): once a session."""
     from rope_lab import book
 
     out = tmp_path_factory.mktemp("executed-book") / "site"
-    book.build(out, book.course_notebooks(), run=True, log=lambda _: None)
+    book.build(out, book.book_notebooks(), run=True, log=lambda _: None)
     return out
 
 

@@ -24,6 +24,9 @@ from pathlib import Path
 
 import pytest
 
+# `make browser` runs two workers: the tests of the executed book (built once) on one.
+pytestmark = pytest.mark.xdist_group("executed-book")
+
 _spec = importlib.util.spec_from_file_location(
     "browser_conftest", Path(__file__).with_name("conftest.py"))
 setup = importlib.util.module_from_spec(_spec)

@@ -8,7 +8,7 @@ every page:
   bases, 00's environment report, 11's ``check_rotary`` tables) and every code shown as HTML
   (``show_source``) is set in the code's monospace font, so its columns line up: ten "i"
   are as wide as ten "M";
-- the page logs no error to the console;
+- the page logs no error to the console (both editions);
 - notebook 00's course map links to the book's own pages, not to Colab (only the navigation
   line offers Colab).
 
@@ -22,6 +22,9 @@ from pathlib import Path
 
 import pytest
 
+# `make browser` runs two workers: the tests of the executed book (built once) on one.
+pytestmark = pytest.mark.xdist_group("executed-book")
+
 _spec = importlib.util.spec_from_file_location(
     "browser_conftest", Path(__file__).with_name("conftest.py"))
 setup = importlib.util.module_from_spec(_spec)
@@ -30,7 +33,7 @@ _spec.loader.exec_module(setup)
 from rope_lab import book  # noqa: E402
 from rope_lab.course import NOTEBOOKS as COURSE  # noqa: E402
 
-NOTEBOOKS = book.course_notebooks()
+NOTEBOOKS = book.book_notebooks()  # both editions
 
 # Each printed output's font, and whether narrow and wide letters take the same width in it.
 PRINTED = """() => [...document.querySelectorAll('.jp-OutputArea-output pre')].map((pre, index) => {
@@ -62,7 +65,17 @@ def _open(page, path: Path) -> None:
     page.evaluate("document.fonts.ready.then(() => true)")
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem[:2])
+def test_every_page_of_the_executed_book_is_whole(executed_site):
+    """Every notebook of both editions ran without an error or stderr output, every link
+    resolves, and every widget became its static figure."""
+    assert book.problems(executed_site, NOTEBOOKS) == []
+    for notebook in NOTEBOOKS:
+        page = (executed_site / book.page_name(notebook)).read_text(encoding="utf-8")
+        assert book.WIDGET_VIEW not in page, f"{notebook.name}: a widget was not frozen"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS,
+                         ids=lambda p: ("zh-" if "zh_CN" in p.parts else "") + p.stem[:2])
 def test_printed_outputs_are_monospace_and_the_console_is_clean(page, executed_site,
                                                                 notebook):
     _open(page, executed_site / book.page_name(notebook))
@@ -77,7 +90,8 @@ def test_printed_outputs_are_monospace_and_the_console_is_clean(page, executed_s
         setup.ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shown = page.locator(f'pre[data-rope-lab-printed="{tables[0]["index"]}"]')
         shown.scroll_into_view_if_needed()
-        page.screenshot(path=str(setup.ARTIFACTS / f"book-output-{notebook.stem[:2]}.png"))
+        edition = "zh-" if "zh_CN" in notebook.parts else ""
+        page.screenshot(path=str(setup.ARTIFACTS / f"book-output-{edition}{notebook.stem[:2]}.png"))
     assert page.console_errors == [], f"{notebook.name}: console errors {page.console_errors}"
 
 

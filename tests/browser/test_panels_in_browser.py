@@ -44,6 +44,9 @@ from pathlib import Path
 
 import pytest
 
+# `make browser` runs two workers: the tests sharing a JupyterLab (lab_url) on one.
+pytestmark = pytest.mark.xdist_group("lab")
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 SERVED = "fixtures/panels_fixture.ipynb"

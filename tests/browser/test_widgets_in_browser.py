@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+# `make browser` runs two workers: the tests sharing a JupyterLab (lab_url) on one.
+pytestmark = pytest.mark.xdist_group("lab")
+
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 except ImportError:  # the `chromium` fixture skips (or fails under CI) with the reason
