@@ -112,8 +112,11 @@ $(TEST_STAMP): pyproject.toml constraints.txt Makefile
 JOBS ?= $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 UNIT_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 
+# ruff for style and bugs; lint-imports for the package's floors ([tool.importlinter] in
+# pyproject.toml: a module imports only the floors below its own).
 lint: install-test
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 
 unit: install-test
 	$(PY) -m pytest tests --ignore=tests/browser -n $(UNIT_JOBS)
@@ -180,8 +183,8 @@ set-repository: install
 # translation first (no markup, URL scheme, control character or {field} the English lacks)
 # and writes nothing while one fails; both steps write all their files or none.
 translations: install-test
-	$(PY) -m rope_lab.i18n update
-	$(PY) -m rope_lab.i18n build
+	$(PY) -m rope_lab.translations update
+	$(PY) -m rope_lab.translations build
 
 # Every bug of the mutant catalogue, planted alone in a temporary copy of the package, must be
 # caught by a check of the notebook that teaches it (a ✘, not a crash), with the optional

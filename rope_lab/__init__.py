@@ -5,6 +5,7 @@ with ``rope_lab.plots`` and ``rope_lab.widgets``).
 """
 
 from rope_lab._ckernel import BackendUnavailable, FastPathWarning
+from rope_lab._version import __version__  # noqa: F401 - rope_lab.__version__
 from rope_lab.absolute import (
     LearnedPositionalEmbedding,
     binary_pe,
@@ -35,8 +36,6 @@ from rope_lab.rope import (
     rope_pairs,
 )
 from rope_lab.utils import default_device, seed_everything, setup_notebook, show_source
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BackendUnavailable",

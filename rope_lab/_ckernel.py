@@ -1,10 +1,17 @@
-"""The half layout on a CPU in one pass: a small C kernel, compiled on first use.
+"""RoPE on a CPU in one pass, both layouts: a small C kernel, compiled on first use.
 
 PyTorch has no single CPU kernel for a' = a·c − b·s, b' = b·c + a·s when a and b sit d/2
 apart, so the eager half-layout path needs three kernels per block (see :mod:`rope_lab.fast`;
 the row "eager blocks (no C compiler)" of ``python -m rope_lab.bench`` shows what the extra
-passes over the cache cost). ``kernels/rope_half.c`` does the rotation in one loop: each
-element is read once and written once, like ``x.clone()``.
+passes over the cache cost). ``kernels/rope.c`` does the rotation in one loop, for the half
+and the interleaved layout: each element is read once and written once, like ``x.clone()``.
+Given position ids, the same call first computes the cos/sin table of those positions by the
+angle rule of :mod:`rope_lab._angles` (one small pass, where PyTorch would run several
+kernels, each one a wait for every thread on a busy machine). A fresh output of a MiB or
+more has its pages faulted in by one system call before the loop writes them
+(``madvise(MADV_POPULATE_WRITE)``, Linux 5.14 and later; elsewhere the loop faults them in as
+it writes): left to the loop, each page's first write traps into the kernel, which evicts the
+cos/sin rows and inputs the loop reuses, and a fresh 32 MiB output cost 1.15-1.3 × a copy.
 
 How it is built: the first call that can use it looks for a C compiler (``$CC``, then ``cc``,
 ``gcc``, ``clang``), compiles the source (:func:`status` reports how long that took) into a
@@ -64,9 +71,12 @@ import torch
 
 from rope_lab import _strides, _validate
 
-SOURCE = "kernels/rope_half.c"
+SOURCE = "kernels/rope.c"
 # Below this many elements one thread does it all: waking the pool costs more than it saves.
 PARALLEL_MIN_ELEMENTS = 1 << 16
+# A fresh output of at least this many bytes gets its pages faulted in by one system call
+# before the loop writes them (see populate() in kernels/rope.c).
+POPULATE_MIN_BYTES = 1 << 20
 # Tried in order: OpenMP and -march=native (the library is cached per CPU) first, then
 # without each (Apple's clang has no -fopenmp; some compilers no -march=native).
 _BASE_FLAGS = ["-O3", "-ffp-contract=off", "-fPIC", "-shared"]
@@ -81,8 +91,8 @@ FLAG_SETS = (
 BUILD_SECONDS_LIMIT = 10.0
 # A failed build is remembered on disk for this long: no process tries again before.
 FAILURE_RETRY_SECONDS = 6 * 3600
-_FUNCTIONS = {torch.float32: "rope_half_float32", torch.float64: "rope_half_float64",
-              torch.bfloat16: "rope_half_bfloat16"}
+_DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64", torch.bfloat16: "bfloat16"}
+LAYOUTS = ("half", "interleaved")
 # The dtype of the cos/sin tables (and of the arithmetic) for each dtype of x.
 TABLE_DTYPES = {torch.float32: torch.float32, torch.float64: torch.float64,
                 torch.bfloat16: torch.float32}
@@ -130,123 +140,181 @@ def disabled():
         _enabled = previous
 
 
-def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                out: torch.Tensor, *, required: bool = False) -> bool:
-    """out = the half-layout rotation of x, when the kernel applies; False otherwise.
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor,
+           layout: str, *, required: bool = False, fresh: bool = False) -> bool:
+    """out = x rotated by the tables cos, sin in ``layout``, when the kernel applies; False
+    otherwise.
 
-    Applies to CPU tensors: x and out float32, float64 or bfloat16, cos and sin of the
-    matching table dtype (:data:`TABLE_DTYPES`: float32 for bfloat16 x, computed in float32
-    and rounded once), with contiguous features and leading dims that fold into three (any
-    memory order of batch, heads and seq does). out may be x itself (each pair is read
-    before it is written). x may be wider than 2·cos.shape[-1]: only the rotated features
-    are written.
+    Applies to CPU tensors: x and out float32, float64 or bfloat16, cos and sin
+    ``(..., seq, r/2)`` of the matching table dtype (:data:`TABLE_DTYPES`: float32 for
+    bfloat16 x, computed in float32 and rounded once), with contiguous features and leading
+    dims that fold into three (any memory order of batch, heads and seq does). out may be x
+    itself (each pair is read before it is written). x may be wider than 2·cos.shape[-1]:
+    only the rotated features are written.
 
     required: raise :class:`BackendUnavailable` saying why, instead of returning False
-    (``apply_rope(..., backend="c")``).
+    (``apply_rope(..., backend="c")``). fresh: out (its first rotated features) starts a
+    contiguous tensor the caller has just allocated, whose rows the loop may fault in first.
 
-    Kept lean (shape arithmetic, no new tensors): at a decode step (q of 8 × 64 numbers) the
-    checks around the call cost more than the loop itself.
+    Kept lean: at a decode step (q of 8 × 64 numbers) the checks and the folding of strides
+    would cost more than the loop itself, so what they conclude is kept per library, layout,
+    dtypes, shapes and strides (a model calls with the same few on every layer and step).
     """
-    plan = _plan(x, cos, sin, out, required)
-    if isinstance(plan, str):
-        if required:
-            raise BackendUnavailable(f"backend='c' cannot run here: {plan}")
-        if plan == _NO_LIBRARY:
-            _warn_once()
-        return False
-    function, (n0, n1, n2), (xs, cs, ss, os_), threads = plan
-    function(x.data_ptr(), *xs, cos.data_ptr(), *cs, sin.data_ptr(), *ss,
-             out.data_ptr(), *os_, n0, n1, n2, cos.shape[-1], threads)
-    return True
+    if not _enabled:
+        reason = "it is turned off for this block (rope_lab._ckernel.disabled())"
+    elif not (x.layout is out.layout is cos.layout is sin.layout is torch.strided):
+        reason = "it needs plain strided tensors"
+    else:
+        library = _library if _library is not None else _load()
+        if library is None:
+            reason = f"{_reason}" if required else _NO_LIBRARY
+        else:
+            threads = torch.get_num_threads() if x.numel() >= PARALLEL_MIN_ELEMENTS else 1
+            # out and the tables share x's device, out x's dtype and shape (the dispatcher
+            # made them so); what else the checks read is here
+            key = (id(library), layout, threads, fresh, x.dtype, x.shape, x.stride(),
+                   x.is_neg(), x.device.type, out.stride(), cos.dtype, sin.dtype, cos.shape,
+                   cos.stride(), sin.stride())
+            plan = _table_plans.get(key)
+            if plan is None:
+                plan = _table_plan(library, x, cos, sin, out, layout, threads, fresh)
+                if len(_table_plans) >= 256:
+                    _table_plans.clear()
+                _table_plans[key] = plan
+            if not isinstance(plan, str):
+                function, sizes = plan
+                function(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), out.data_ptr(), sizes)
+                return True
+            reason = plan
+    if required:
+        raise BackendUnavailable(f"backend='c' cannot run here: {reason}")
+    if reason == _NO_LIBRARY:
+        _warn_once()
+    return False
+
+
+# What rotate concluded, by the properties of its arguments: why it declines (a str), or
+# (C function, its array of sizes and strides).
+_table_plans: dict = {}
+
+
+def _populate_row_bytes(out: torch.Tensor, fresh: bool) -> int:
+    """The bytes between rows of a fresh, large out, for the loop to fault in first (0: no)."""
+    row_bytes = out.stride(-2) * out.element_size() if out.dim() >= 2 else 0
+    if not fresh or row_bytes * (out.numel() // max(out.shape[-1], 1)) < POPULATE_MIN_BYTES:
+        return 0
+    return row_bytes
+
+
+def _int64s(*values) -> ctypes.Array:
+    """The sizes and strides a C function takes, as one int64 array (see kernels/rope.c)."""
+    return (ctypes.c_int64 * len(values))(*values)
 
 
 _NO_LIBRARY = "no library"
 
-# A decode step in one call: angles, cos, sin and rotation (kernels/rope_half.c). Taken for
-# tensors below PARALLEL_MIN_ELEMENTS (one thread) whose positions × pairs fit this table.
-POSITIONS_MAX = 512
-_POSITION_FUNCTIONS = {torch.float32: "rope_half_positions_float32",
-                       torch.float64: "rope_half_positions_float64",
-                       torch.bfloat16: "rope_half_positions_bfloat16"}
 
+def rotate_positions(x: torch.Tensor, positions, theta: torch.Tensor, out: torch.Tensor,
+                     layout: str, *, fresh: bool = False) -> bool:
+    """out = x rotated by m·θ_i in ``layout``, the angles included, in one call, when it
+    applies (int64 positions; see kernels/rope.c); False otherwise.
 
-def rotate_half_positions(x: torch.Tensor, positions, theta: torch.Tensor,
-                          out: torch.Tensor) -> bool:
-    """out = the half-layout rotation of x by m·θ_i, angles included, in one call, when it
-    applies (tiny tensors, int64 positions; see kernels/rope_half.c); False otherwise.
+    The call computes cos and sin for each given position (a table of positions × r/2, on
+    the stack for a decode step), then the rotation, both on the threads :func:`rotate`
+    would use: the cos/sin table costs one small pass instead of several PyTorch kernels.
 
-    positions: int64, broadcasting to x.shape[:-1], or None for 0 … seq − 1; theta
-    ``(r/2,)`` of x's table dtype, r = 2·theta.numel() ≤ x.shape[-1] (only those features
-    are written); out has no elements that share memory (apply_rope's fresh output, or an x
-    that apply_rope_ checked).
+    positions: int64 on the CPU, broadcasting to x.shape[:-1], or None for 0 … seq − 1;
+    theta ``(r/2,)`` of x's table dtype, r = 2·theta.numel() ≤ x.shape[-1] (only those
+    features are written); fresh as in :func:`rotate`. Trusted (the dispatcher made them
+    so): x, out, theta and the positions on the CPU, out of x's dtype and with no elements
+    that share memory (apply_rope's fresh output, or an x that apply_rope_ checked), theta
+    contiguous.
+
+    At a decode step the checks and the folding of strides would cost more than the loop,
+    so what they conclude is kept per layout, dtypes, shapes and strides (a model calls with
+    the same few on every layer and step).
     """
-    half = theta.shape[0]
-    count = x.shape[-2] if positions is None else positions.numel()
-    if not (_enabled and x.numel() < PARALLEL_MIN_ELEMENTS and count * half <= POSITIONS_MAX
-            and (positions is None or (positions.dtype == torch.int64 and positions.is_cpu))
-            and theta.is_cpu and theta.stride(-1) == 1
-            and _problem(x, theta, theta, out, trusted_out=True) is None):
+    if not _enabled or x.layout is not torch.strided or out.layout is not torch.strided:
         return False
     library = _library if _library is not None else _load()
     if library is None:
         return False
+    if positions is not None and not positions.is_contiguous():
+        positions = positions.contiguous()
+    threads = torch.get_num_threads() if x.numel() >= PARALLEL_MIN_ELEMENTS else 1
+    key = (id(library), layout, threads, fresh, x.dtype, x.shape, x.stride(), x.is_neg(),
+           out.stride(), theta.dtype, theta.shape,
+           None if positions is None else (positions.dtype, positions.shape))
+    plan = _position_plans.get(key)
+    if plan is None:
+        plan = _plan_positions(library, x, positions, theta, out, layout, threads, fresh)
+        if len(_position_plans) >= 256:
+            _position_plans.clear()
+        _position_plans[key] = plan
+    if plan is False:
+        return False
+    function, sizes, count = plan
+    if function(x.data_ptr(), None if positions is None else positions.data_ptr(),
+                theta.data_ptr(), out.data_ptr(), sizes) != 0:
+        raise MemoryError(f"the C loop could not allocate its cos/sin table for {count} "
+                          f"positions × {theta.shape[0]} pairs")
+    return True
+
+
+# What rotate_positions concluded, by the properties of its arguments: False (declined), or
+# (C function, its array of sizes and strides, the number of positions).
+_position_plans: dict = {}
+
+
+def _plan_positions(library, x, positions, theta, out, layout, threads, fresh):
+    if not (theta.is_cpu and theta.stride(-1) == 1
+            and (positions is None or (positions.dtype == torch.int64 and positions.is_cpu))
+            and _problem(x, theta, theta, out, trusted_out=True) is None):
+        return False
+    if threads > 1 and not library.has_openmp:
+        return False
     batch = x.shape[:-1]
     if positions is None:  # position number = index along seq
-        address, position_strides = None, [0] * (len(batch) - 1) + [1]
+        count, position_strides = x.shape[-2], [0] * (len(batch) - 1) + [1]
     else:
-        positions = positions.contiguous()
-        address = positions.data_ptr()
+        count = positions.numel()
         position_strides = _strides.broadcast_strides(positions, batch, trailing=0)
     dims = _strides.fold(batch, [x.stride()[:-1], out.stride()[:-1], position_strides])
     if dims is None:
         return False
     (n0, n1, n2), (xs, os_, ps) = dims
-    _position_function(library, x.dtype)(
-        x.data_ptr(), *xs, address, count, *ps, theta.data_ptr(), out.data_ptr(), *os_,
-        n0, n1, n2, half)
-    return True
+    function = getattr(library, f"rope_{layout}_positions_{_DTYPE_NAMES[x.dtype]}")
+    sizes = _int64s(*xs, count, *ps, *os_, n0, n1, n2, theta.shape[0], threads,
+                    _populate_row_bytes(out, fresh))
+    return function, sizes, count
 
 
-def _position_function(library, dtype):
-    """The C function for dtype, its argument types declared on first use."""
-    function = getattr(library, _POSITION_FUNCTIONS[dtype])
-    if function.argtypes is None:
-        function.argtypes = ([ctypes.c_void_p, *[ctypes.c_int64] * 3, ctypes.c_void_p,
-                              *[ctypes.c_int64] * 4, ctypes.c_void_p, ctypes.c_void_p,
-                              *[ctypes.c_int64] * 3, *[ctypes.c_int64] * 4])
-        function.restype = None
-    return function
-
-
-def _plan(x, cos, sin, out, required):
-    """(C function, folded sizes, folded strides, threads) for this call, or why not (a str)."""
-    if not _enabled:
-        return "it is turned off for this block (rope_lab._ckernel.disabled())"
+def _table_plan(library, x, cos, sin, out, layout, threads, fresh):
+    """(C function, sizes) for :func:`rotate`, or why not (a str)."""
     reason = _problem(x, cos, sin, out)
     if reason is not None:
         return reason
-    library = _library if _library is not None else _load()
-    if library is None:
-        return f"{_reason}" if required else _NO_LIBRARY
     batch = x.shape[:-1]
     dims = _strides.fold(batch, [x.stride()[:-1], _strides.broadcast_strides(cos, batch),
                                  _strides.broadcast_strides(sin, batch), out.stride()[:-1]])
     if dims is None:
         return (f"x's leading dims {tuple(batch)} with strides {x.stride()[:-1]} do not fold "
                 "into three")
-    threads = torch.get_num_threads() if x.numel() >= PARALLEL_MIN_ELEMENTS else 1
     if threads > 1 and not library.has_openmp:
         # one C thread loses to several eager ones
         return (f"the library was built without OpenMP and torch uses {threads} threads "
                 "(torch.set_num_threads(1) lets it run)")
-    return getattr(library, _FUNCTIONS[x.dtype]), *dims, threads
+    (n0, n1, n2), (xs, cs, ss, os_) = dims
+    function = getattr(library, f"rope_{layout}_{_DTYPE_NAMES[x.dtype]}")
+    return function, _int64s(*xs, *cs, *ss, *os_, n0, n1, n2, cos.shape[-1], threads,
+                             _populate_row_bytes(out, fresh))
 
 
 def _problem(x, cos, sin, out, *, trusted_out: bool = False) -> str | None:
     """Why the loop cannot take these tensors, or None. trusted_out: out is known to have no
     elements sharing memory (a fresh tensor, or an x that apply_rope_ checked)."""
     dtype = x.dtype
-    if dtype not in _FUNCTIONS:
+    if dtype not in _DTYPE_NAMES:
         return f"it handles float32, float64 and bfloat16 x; got {dtype}"
     if not (out.dtype == dtype and cos.dtype == sin.dtype == TABLE_DTYPES[dtype]):
         return (f"out must have x's dtype and cos/sin {TABLE_DTYPES[dtype]}; got x {dtype}, "
@@ -320,12 +388,12 @@ def _build() -> ctypes.CDLL:
         raise _Unavailable("no C compiler found ($CC, cc, gcc, clang)")
     folder = _cache_folder()
     commands = [compiler + flags for compiler in compilers for flags in FLAG_SETS]
-    paths = [os.path.join(folder, f"rope_half-{_key(source, command)}.so")
+    paths = [os.path.join(folder, f"rope-{_key(source, command)}.so")
              for command in commands]
     library = _load_built(paths)  # built before, by this or another process
     if library is not None:
         return library
-    failed = os.path.join(folder, f"rope_half-{_key(source, *commands)}.failed")
+    failed = os.path.join(folder, f"rope-{_key(source, *commands)}.failed")
     remembered = _remembered_failure(failed)
     if remembered:
         raise _Unavailable(f"{remembered} (remembered in {failed}; delete it to retry now)")
@@ -389,11 +457,14 @@ def _open(path: str) -> ctypes.CDLL:
         os.close(descriptor)
         raise
     library._descriptor, library._name = descriptor, path  # _name: what status() shows
-    for name in _FUNCTIONS.values():
-        getattr(library, name).argtypes = (
-            [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64] * 4
-            + [ctypes.c_int64] * 5)
-        getattr(library, name).restype = None
+    for layout in LAYOUTS:
+        for dtype in _DTYPE_NAMES.values():
+            tables = getattr(library, f"rope_{layout}_{dtype}")
+            tables.argtypes = [ctypes.c_void_p] * 4 + [ctypes.POINTER(ctypes.c_int64)]
+            tables.restype = None
+            positions = getattr(library, f"rope_{layout}_positions_{dtype}")
+            positions.argtypes = [ctypes.c_void_p] * 4 + [ctypes.POINTER(ctypes.c_int64)]
+            positions.restype = ctypes.c_int
     library.has_openmp = bool(library.rope_has_openmp())
     return library
 
@@ -552,7 +623,7 @@ def _folder_lock(folder: str, deadline: float):
     """One build at a time per cache folder, across processes (threads hold ``_lock``)."""
     import fcntl  # POSIX only, like the rest of the build
 
-    path = os.path.join(folder, "rope_half.lock")
+    path = os.path.join(folder, "rope.lock")
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         while True:
@@ -598,9 +669,9 @@ def _compile(command: list[str], source: bytes, path: str, deadline: float) -> s
     giving up at ``deadline``. Returns None on success, else the compiler's last line."""
     work = tempfile.mkdtemp(prefix="build-", dir=os.path.dirname(path))  # mode 0700
     try:
-        source_path = os.path.join(work, "rope_half.c")
+        source_path = os.path.join(work, "rope.c")
         _write_private(source_path, source)
-        built = os.path.join(work, "rope_half.so")
+        built = os.path.join(work, "rope.so")
         try:
             # A session of its own, so that a timeout kills the compiler's children too.
             process = subprocess.Popen([*command, source_path, "-o", built],

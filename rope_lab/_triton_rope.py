@@ -25,7 +25,7 @@ stride included. So per-batch positions, a transposed ``(batch, seq, heads, dim)
 partial rotary need no copy. x and out may be float16, bfloat16, float32 (or float64 for the
 table kernel); the rotation is computed in float32 (float64) and rounded once.
 
-The angle rule is :func:`rope_lab.rope._cos_sin_table`'s: m·θ_i formed exactly in float64,
+The angle rule is :func:`rope_lab._angles.cos_sin_table`'s: m·θ_i formed exactly in float64,
 rounded to float32 below 2^24 (the float32 product, transformers' numbers) and reduced
 modulo 2π first at or beyond. cos and sin are computed here, not by ``tl.cos``/``tl.sin``
 (which lower to the GPU's approximate instructions, inaccurate for large angles) nor by

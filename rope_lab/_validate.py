@@ -369,7 +369,11 @@ def check_positions_shape(positions: torch.Tensor, batch_shape: torch.Size) -> N
 _shapes_that_broadcast: set = set()
 
 
-def check_inv_freq(inv_freq, expected_len: int) -> torch.Tensor:
+def check_inv_freq(inv_freq, expected_len: int, *, recheck: bool = False) -> torch.Tensor:
+    """A float32/float64 ``(expected_len,)`` tensor of finite values. The values are read once
+    per tensor and version (a model passes the same buffer on every call; on a GPU a read is
+    a device sync); ``recheck`` reads them again (the caller saw them change without a new
+    version: a write through ``.data``)."""
     if not isinstance(inv_freq, torch.Tensor):
         raise TypeError(f"inv_freq must be a torch.Tensor, got {type(inv_freq).__name__}")
     if inv_freq.ndim != 1 or inv_freq.shape[0] != expected_len:
@@ -382,8 +386,11 @@ def check_inv_freq(inv_freq, expected_len: int) -> torch.Tensor:
             f"inv_freq must be float32 or float64 (16-bit frequencies put whole radians of "
             f"error into m·θ_i at long positions), got dtype {inv_freq.dtype}"
         )
-    if _needs_finite_check(inv_freq) and not bool(torch.isfinite(inv_freq).all()):
-        raise ValueError("inv_freq must all be finite, found a non-finite value")
+    if (recheck and values_readable(inv_freq)) or _needs_finite_check(inv_freq):
+        if not bool(torch.isfinite(inv_freq).all()):
+            bad = inv_freq[~torch.isfinite(inv_freq)][0].item()
+            raise ValueError(f"inv_freq must all be finite, found {bad}")
+        _remember_finite(inv_freq)
     return inv_freq
 
 
@@ -399,16 +406,86 @@ def _needs_finite_check(inv_freq: torch.Tensor) -> bool:
     if inv_freq.is_inference():  # no version counter: check every time
         return True
     entry = _finite_frequencies.get(id(inv_freq))
-    if entry is not None and entry[0]() is inv_freq and entry[1] == inv_freq._version:
-        return False
+    return not (entry is not None and entry[0]() is inv_freq
+                and entry[1] == inv_freq._version)
+
+
+def _remember_finite(inv_freq: torch.Tensor) -> None:
+    """Record a tensor that passed the check (only then: one that failed must fail again)."""
+    if inv_freq.is_inference():
+        return
     if len(_finite_frequencies) >= 64:
         _finite_frequencies.clear()
     key = id(inv_freq)
-    # Recorded before the check; a failed check raises, and the caller never proceeds.
     _finite_frequencies[key] = (
         weakref.ref(inv_freq, lambda _, key=key: _finite_frequencies.pop(key, None)),
         inv_freq._version)
-    return True
+
+
+def check_tables(cos, sin, x: torch.Tensor, rotary_dim: int, layout: str) -> bool:
+    """cos and sin tables for x: True when they are transformers' duplicated ``(..., seq, r)``
+    (one value per feature), False for ``(..., seq, r/2)`` (one value per pair); r is
+    rotary_dim. Their leading dims follow the positions' rule (:func:`check_positions_shape`:
+    transformers' ``(batch, seq, r)`` against ``(batch, heads, seq, dim)`` x would align batch
+    with heads). A duplicated table whose two copies of a pair's value differ (the other
+    layout's pairing, or not a duplicated table at all) is refused where its values can be
+    read for free (a CPU tensor)."""
+    if cos is None or sin is None:
+        given = "cos" if sin is None else "sin"
+        raise ValueError(f"pass both cos and sin tables, got only {given}")
+    check_float_tensor(cos, "cos")
+    check_float_tensor(sin, "sin")
+    if cos.shape != sin.shape or cos.dtype != sin.dtype:
+        raise ValueError(f"cos and sin must have the same shape and dtype, got cos "
+                         f"{tuple(cos.shape)} {cos.dtype} and sin {tuple(sin.shape)} "
+                         f"{sin.dtype}")
+    if cos.ndim < 2 or cos.shape[-1] not in (rotary_dim, rotary_dim // 2):
+        raise ValueError(
+            f"cos and sin of shape {tuple(cos.shape)} fit neither table convention: expected "
+            f"(..., seq, {rotary_dim}), one value per feature, duplicated (transformers), or "
+            f"(..., seq, {rotary_dim // 2}), one value per pair (flash-attention, vLLM), for "
+            f"rotary_dim = {rotary_dim}; a table for partial rotary needs rotary_dim")
+    if cos.device != x.device and x.device.type != "meta":
+        raise ValueError(f"cos and sin must be on x's device {x.device}, got {cos.device}")
+    check_has_data(cos, "cos")
+    batch, leading, width = x.shape[:-1], cos.shape[:-1], cos.shape[-1]
+    if (leading, batch) not in _shapes_that_broadcast:
+        seq = batch[-1]
+        if leading[-1] != seq:
+            raise ValueError(
+                f"cos and sin of shape {tuple(cos.shape)} give {leading[-1]} rows for {seq} "
+                f"tokens; expected one row per token: shape ({seq}, {width}), or leading dims "
+                f"that broadcast to x.shape[:-1] = {tuple(batch)}")
+        if 1 < len(leading) < len(batch):
+            raise ValueError(
+                f"cos and sin of shape {tuple(cos.shape)} are ambiguous for x.shape[:-1] = "
+                f"{tuple(batch)}: give them {len(batch) + 1} dimensions (transformers' "
+                f"(batch, seq, r) tables against (batch, heads, seq, dim) x need cos[:, None] "
+                f"and sin[:, None]) or shape ({seq}, {width})")
+        offset = len(batch) - len(leading)
+        if offset < 0 or any(size not in (1, batch[offset + k])
+                             for k, size in enumerate(leading)):
+            raise ValueError(
+                f"cos and sin of shape {tuple(cos.shape)} do not broadcast to x.shape[:-1] = "
+                f"{tuple(batch)} (plus their last dim); expected a shape like ({seq}, {width})")
+        if len(_shapes_that_broadcast) >= 256:
+            _shapes_that_broadcast.clear()
+        _shapes_that_broadcast.add((leading, batch))
+    duplicated = width == rotary_dim
+    if duplicated and cos.is_cpu and values_readable(cos):
+        half = rotary_dim // 2
+        for name, table in (("cos", cos), ("sin", sin)):
+            first, second = ((table[..., :half], table[..., half:]) if layout == "half"
+                             else (table[..., 0::2], table[..., 1::2]))
+            if not torch.equal(first, second):
+                pairing = ("cat((c, c), -1)" if layout == "half"
+                           else "c.repeat_interleave(2, -1)")
+                raise ValueError(
+                    f"{name} of shape {tuple(table.shape)} reads as transformers' duplicated "
+                    f"table (last dim {rotary_dim} = rotary_dim), but its two copies of each "
+                    f"pair's value differ: for layout={layout!r} they are {pairing}; for one "
+                    f"value per pair pass (..., seq, {rotary_dim // 2})")
+    return duplicated
 
 
 def check_angle_dtype(dtype, name: str = "dtype") -> torch.dtype:

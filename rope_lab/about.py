@@ -30,7 +30,7 @@ def course_map_markdown(notebooks=course.NOTEBOOKS, notebook_dir: Path = NOTEBOO
     """A Markdown table of the notebooks: number, title, minutes, summary, a link that opens
     it (in Colab once the course names where it is published, else the notebook beside).
     In the course's language: the titles and summaries of ``course.NOTEBOOKS`` are in the
-    package catalog (:mod:`rope_lab.i18n.catalogs` adds them).
+    package catalog (:mod:`rope_lab.translations.catalogs` adds them).
 
     In a translation the links are the translated notebooks' (``notebooks/zh_CN/``), for
     those of ``notebook_dir``'s translation folder that exist; a notebook not translated yet

@@ -43,10 +43,16 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-import rope_lab as rl
-from rope_lab import _atomic, _ckernel, _validate, fast, rope
+from rope_lab import _angles, _atomic, _ckernel, _eager, _validate, fast, rope
 from rope_lab.i18n import N_, LazyText, lazy_gettext, using_language
 from rope_lab.i18n import gettext as _
+from rope_lab.implementations import (
+    apply_rope_complex,
+    apply_rope_dense,
+    apply_rope_interleaved,
+    apply_rope_rotate_half,
+    rotate_half,
+)
 from rope_lab.timing import paired_ratios, provenance, quartiles, time_in_turns, time_round_robin
 
 # The reference shape, a LLaMA-7B-sized head: batch 1, 32 heads, 2048 tokens, head dim 128
@@ -91,12 +97,12 @@ def hf_style_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
 
     cos, sin: ``(seq, dim)`` — the angles concatenated with themselves, as HF caches them.
     """
-    return x * cos + rl.rotate_half(x) * sin
+    return x * cos + rotate_half(x) * sin
 
 
 def hf_tables(seq: int, dim: int, *, device, dtype=torch.float32):
     """HF's cos/sin: ``(seq, dim)`` = cat(angles, angles), in x's dtype as HF casts them."""
-    angles = rl.rope_angles(torch.arange(seq, device=device), rl.inv_freq(dim, device=device))
+    angles = rope.rope_angles(torch.arange(seq, device=device), rope.inv_freq(dim, device=device))
     doubled = torch.cat((angles, angles), dim=-1)
     return doubled.cos().to(dtype), doubled.sin().to(dtype)
 
@@ -104,7 +110,7 @@ def hf_tables(seq: int, dim: int, *, device, dtype=torch.float32):
 def implementations(x: torch.Tensor, layout: str, *, compile_baseline: bool = False) -> dict:
     """name → zero-argument callable rotating x (or copying it, for "clone")."""
     seq, dim = x.shape[-2], x.shape[-1]
-    cos, sin = rope._cached_cos_sin(seq, dim, rope.DEFAULT_BASE, x.device, torch.float32)
+    cos, sin = _angles.cached_cos_sin(seq, dim, rope.DEFAULT_BASE, x.device, torch.float32)
     hf_cos, hf_sin = hf_tables(seq, dim, device=x.device, dtype=x.dtype)
     scratch, buffer = x.clone(), torch.empty_like(x)
     # Position ids as a model passes them: one tensor of integers per call (here 0 … seq−1,
@@ -116,8 +122,8 @@ def implementations(x: torch.Tensor, layout: str, *, compile_baseline: bool = Fa
         "clone": lambda: x.clone(),
         # The same bytes without allocating: the floor for a path that reuses its output.
         N_("copy_ into a buffer"): lambda: buffer.copy_(x),
-        N_("apply_rope (default)"): lambda: rl.apply_rope(x, layout=layout),
-        N_("apply_rope + position ids"): lambda: rl.apply_rope(x, ids, layout=layout),
+        N_("apply_rope (default)"): lambda: rope.apply_rope(x, layout=layout),
+        N_("apply_rope + position ids"): lambda: rope.apply_rope(x, ids, layout=layout),
         N_("apply_rope_ (in place)"): lambda: rope.apply_rope_(scratch, layout=layout),
         N_("reference formula (eager)"): lambda: rope.rotate_reference(x, cos, sin, layout),
         N_("HF-style eager rotate_half"): lambda: hf_style_rope(x, hf_cos, hf_sin),
@@ -126,11 +132,11 @@ def implementations(x: torch.Tensor, layout: str, *, compile_baseline: bool = Fa
         fallback = (N_("backend='eager' (no Triton)") if x.is_cuda
                     else N_("backend='eager' (no C compiler)"))
         if fast.auto_backend(x, layout) != "eager":
-            functions[fallback] = lambda: rl.apply_rope(x, layout=layout, backend="eager")
-        functions[N_("package rotate_half")] = lambda: rl.apply_rope_rotate_half(x)
+            functions[fallback] = lambda: rope.apply_rope(x, layout=layout, backend="eager")
+        functions[N_("package rotate_half")] = lambda: apply_rope_rotate_half(x)
     else:
-        functions[N_("package interleaved")] = lambda: rl.apply_rope_interleaved(x)
-        functions[N_("package complex")] = lambda: rl.apply_rope_complex(x)
+        functions[N_("package interleaved")] = lambda: apply_rope_interleaved(x)
+        functions[N_("package complex")] = lambda: apply_rope_complex(x)
     if compile_baseline:
         # Inductor fuses each formula into one kernel (C++ on CPU, Triton on CUDA); the first
         # call compiles (tens of seconds on a CPU), which the warm-up absorbs.
@@ -190,9 +196,9 @@ def _default_path_name(x, layout, *, ids: bool = False) -> str:
         return NOTE_TRITON_IDS if ids else NOTE_TRITON
     if backend in ("complex", "reference"):
         return {"complex": NOTE_COMPLEX, "reference": NOTE_REFERENCE}[backend]
-    if not fast._blocking_pays(x):
+    if not _eager.blocking_pays(x):
         return NOTE_EAGER_WHOLE
-    return NOTE_EAGER_BLOCKS.format(mebibytes=fast._block_bytes() >> 20)
+    return NOTE_EAGER_BLOCKS.format(mebibytes=_eager.block_bytes() >> 20)
 
 
 # A row's note, English in the results and the JSON a run writes (code and committed runs read
@@ -255,7 +261,7 @@ def _dense_result(x, layout, clone_seconds, device, repeats) -> Result:
     tokens = min(DENSE_TOKENS, x.shape[-2])
     part = x[..., :tokens, :]
     seconds = time_round_robin(
-        {"dense": lambda: rl.apply_rope_dense(part, layout=layout)},
+        {"dense": lambda: apply_rope_dense(part, layout=layout)},
         device=device, warmup=1, repeats=max(3, repeats // 2),
     )["dense"] * x.shape[-2] / tokens
     moved = 2 * x.numel() * x.element_size()
@@ -283,7 +289,7 @@ def sweep(
         x = torch.randn(1, heads, sizes["seq"], sizes["head_dim"], device=device).to(dtype)
         seconds = time_round_robin(
             {"clone": lambda x=x: x.clone(),
-             "apply_rope": lambda x=x: rl.apply_rope(x, layout=layout),
+             "apply_rope": lambda x=x: rope.apply_rope(x, layout=layout),
              "reference": lambda x=x: _reference(x, layout)},
             device=device, repeats=repeats, warmup=1,
         )
@@ -293,7 +299,7 @@ def sweep(
 
 
 def _reference(x, layout):
-    cos, sin = rope._cached_cos_sin(x.shape[-2], x.shape[-1], rope.DEFAULT_BASE, x.device,
+    cos, sin = _angles.cached_cos_sin(x.shape[-2], x.shape[-1], rope.DEFAULT_BASE, x.device,
                                     torch.float32)
     return rope.rotate_reference(x, cos, sin, layout)
 
@@ -332,7 +338,7 @@ def decode_functions(shape=DECODE_SHAPE, *, device="cpu", dtype=torch.float32,
     rotary = modeling_llama.LlamaRotaryEmbedding(config=config).to(device)
     apply_rotary = modeling_llama.apply_rotary_pos_emb
     q_scratch, k_scratch = q.clone(), k.clone()
-    module = rl.RotaryEmbedding(dim, base).to(device)
+    module = rope.RotaryEmbedding(dim, base).to(device)
 
     def hf():
         cos, sin = rotary(q, ids)
@@ -341,12 +347,12 @@ def decode_functions(shape=DECODE_SHAPE, *, device="cpu", dtype=torch.float32,
     return {
         HF_DECODE: hf,
         "apply_rope(q, ids), apply_rope(k, ids)":
-            lambda: (rl.apply_rope(q, positions), rl.apply_rope(k, positions)),
+            lambda: (rope.apply_rope(q, positions), rope.apply_rope(k, positions)),
         "apply_rope_(q, ids), apply_rope_(k, ids)":
             lambda: (rope.apply_rope_(q_scratch, positions),
                      rope.apply_rope_(k_scratch, positions)),
         "apply_rope(q), apply_rope(k), no ids":
-            lambda: (rl.apply_rope(q), rl.apply_rope(k)),
+            lambda: (rope.apply_rope(q), rope.apply_rope(k)),
         "RotaryEmbedding(q, k, ids)": lambda: module(q, k, positions),
     }
 
@@ -410,7 +416,7 @@ def measure_layer(seq: int = 512, d_model: int = 512, heads: int = 8, *, device=
     weights = scores.softmax(-1)
     functions = {
         "q, k, v, o projections": lambda: [tokens @ w for w in w_qkvo],
-        "RoPE on q and k": lambda: (rl.apply_rope(q), rl.apply_rope(k)),
+        "RoPE on q and k": lambda: (rope.apply_rope(q), rope.apply_rope(k)),
         "scores q kᵀ": lambda: q @ k.transpose(-1, -2),
         "softmax": lambda: scores.softmax(-1),
         "weights × v": lambda: weights @ v,

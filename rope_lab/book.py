@@ -984,7 +984,7 @@ def build(out_dir: Path = BOOK_DIR, notebooks: list[Path] | None = None, *,
 
             lines = None
             if edition != ENGLISH:  # the check lines as the translated notebooks print them
-                from rope_lab.i18n.catalogs import check_lines
+                from rope_lab.translations.catalogs import check_lines
 
                 lines = check_lines()
             title = _("Claims of the source posts")

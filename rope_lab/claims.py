@@ -74,7 +74,7 @@ def claims_markdown(check_lines: dict[tuple[str, str], str] | None = None) -> st
     language: the claims, verdicts and reasons through the package catalog (the Chinese quotes
     of the posts stay as they are), the check line as the notebook prints it. ``check_lines``
     maps (notebook, cell id) to that line in the notebook's language (the book reads the
-    notebooks' catalogs, :func:`rope_lab.i18n.catalogs.check_lines`); without an entry the
+    notebooks' catalogs, :func:`rope_lab.translations.catalogs.check_lines`); without an entry the
     row shows the English label."""
     header = (_("post"), _("claim"), _("verdict"), _("condition / reason"), _("checked in"))
     lines = ["| " + " | ".join(header) + " |", "|---|---|---|---|---|"]

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 from rope_lab import _validate, timing
-from rope_lab.rope import DEFAULT_BASE, _outer_angles, apply_rope, inv_freq, rope_angles, rope_pairs
+from rope_lab._angles import outer_angles
+from rope_lab.rope import DEFAULT_BASE, apply_rope, inv_freq, rope_angles, rope_pairs
 
 MODES = ("ones", "random", "correlated")
 
@@ -60,7 +61,7 @@ def _angles(function: str, distances, dim: int, base: float, bytes_per_entry: in
     _validate.check_table_size(
         function, f"{len(distances)} distances × dim={dim}",
         len(distances) * (dim // 2) * bytes_per_entry)
-    return _outer_angles(distances, theta)
+    return outer_angles(distances, theta)
 
 
 def _check_mode(mode) -> str:

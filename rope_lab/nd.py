@@ -13,7 +13,8 @@ The angle is linear in p, so rotations compose and a score sees only the offset:
     RoPE-Mixed   A = 2   every pair turns along its own, learnable direction in (x, y)
                          (Heo et al. 2024, "Rotary Position Embedding for Vision Transformer")
     M-RoPE       A = 3   (t, h, w); the pairs are cut into ``mrope_section`` blocks that turn
-                         with t, h and w (Qwen2-VL, Wang et al. 2024)
+                         with t, h and w (Qwen2-VL, Wang et al. 2024), or dealt out in turn,
+                         t, h, w, t, h, w, … (interleaved M-RoPE, Qwen3-VL)
 
 :func:`apply_rope_nd` applies it as A successive 1D rotations with :func:`rope_lab.apply_rope`,
 one per axis: two rotations of the same pair add their angles.
@@ -37,6 +38,7 @@ from rope_lab.rope import DEFAULT_BASE, apply_rope, inv_freq
 AXIAL_BASE = 100.0
 MIXED_BASE = 10.0
 QWEN2_VL_MROPE_SECTION = (16, 24, 24)  # head_dim 128 → 64 pairs: t, h, w
+QWEN3_VL_MROPE_SECTION = (24, 20, 20)  # the same 64 pairs, interleaved
 
 
 def _check_dim_multiple_of_4(dim) -> int:
@@ -96,28 +98,51 @@ def mrope_freqs(
     base: float = DEFAULT_BASE,
     mrope_section=QWEN2_VL_MROPE_SECTION,
     *,
+    interleaved: bool = False,
     dtype=torch.float32,
 ) -> torch.Tensor:
-    """Frequencies of M-RoPE (Qwen2-VL): the 1D spectrum θ_i cut into t, h and w blocks.
+    """Frequencies of M-RoPE (Qwen2-VL, Qwen3-VL): the 1D spectrum θ_i shared out among t, h, w.
 
-    Pairs 0 … s_t − 1 turn with the temporal position t, the next s_h pairs with the height
-    h, the last s_w pairs with the width w, each at its usual speed θ_i = base^(−2i/d). So
-    time gets the fast pairs and space the slow ones. A text token has t = h = w = m, its
-    angles are m·θ_i for every pair: exactly 1D RoPE.
+    Each pair turns with one axis, at its usual speed θ_i = base^(−2i/d). Qwen2-VL cuts the
+    pairs into blocks: pairs 0 … s_t − 1 turn with the temporal position t, the next s_h
+    with the height h, the last s_w with the width w, so time gets the fast pairs and space
+    the slow ones. Qwen3-VL (``interleaved=True``, its config's ``mrope_interleaved``) deals
+    them out in turn instead, so every axis gets fast and slow pairs: pair 1, 4, 7, … turns
+    with h (s_h of them), pair 2, 5, 8, … with w (s_w of them), the rest with t. A text
+    token has t = h = w = m, its angles are m·θ_i for every pair: exactly 1D RoPE.
 
     Args:
-        dim: head dimension d.
-        mrope_section: ``(s_t, s_h, s_w)``, pairs per axis, summing to d/2.
+        dim: the rotated dimension (the head dimension d, or ``rotary_dim`` for a partial
+            M-RoPE such as GLM-4.1V's).
+        mrope_section: ``(s_t, s_h, s_w)``, pairs per axis, summing to dim/2.
+        interleaved: Qwen3-VL's order instead of Qwen2-VL's blocks.
 
     Returns:
         ``(3, dim // 2)``: rows ω_t, ω_h, ω_w; each pair is non-zero in one row only.
     """
     _validate.check_dim(dim)
+    _validate.check_bool(interleaved, "interleaved")
     sections = _check_sections(mrope_section, dim)
     spectrum = inv_freq(dim, base, dtype=dtype)
-    axis_of_pair = torch.repeat_interleave(torch.arange(len(sections)), torch.tensor(sections))
+    axis_of_pair = _axis_of_pair(sections, dim // 2, interleaved)
     owned = axis_of_pair[None, :] == torch.arange(len(sections))[:, None]
     return torch.where(owned, spectrum, torch.zeros_like(spectrum))
+
+
+def _axis_of_pair(sections, pairs: int, interleaved: bool) -> torch.Tensor:
+    """The axis (0 t, 1 h, 2 w) each pair turns with, ``(pairs,)``."""
+    if not interleaved:
+        return torch.repeat_interleave(torch.arange(3), torch.tensor(sections))
+    axis = torch.zeros(pairs, dtype=torch.long)
+    for index in (1, 2):  # h from pair 1, w from pair 2, every third pair, s_h and s_w of them
+        axis[index:min(3 * sections[index], pairs):3] = index
+    counts = torch.bincount(axis, minlength=3).tolist()
+    if counts != list(sections):
+        raise ValueError(
+            f"mrope_section {tuple(sections)} cannot be interleaved over {pairs} pairs: "
+            f"every third pair from pair 1 turns with h and from pair 2 with w, which gives "
+            f"(t, h, w) = {tuple(counts)}; expected 3·s_h − 1 ≤ {pairs} and 3·s_w ≤ {pairs}")
+    return axis
 
 
 def _check_sections(mrope_section, dim: int) -> tuple[int, ...]:
@@ -139,7 +164,8 @@ def _check_sections(mrope_section, dim: int) -> tuple[int, ...]:
 
 
 def apply_rope_nd(
-    x: torch.Tensor, positions, freqs: torch.Tensor, *, layout: str = "half"
+    x: torch.Tensor, positions, freqs: torch.Tensor, *, layout: str = "half",
+    rotary_dim: int | None = None,
 ) -> torch.Tensor:
     """Rotate pair i of every token by the angle ⟨p, ω_i⟩ of its coordinates p.
 
@@ -150,8 +176,10 @@ def apply_rope_nd(
         x: ``(..., seq, dim)`` queries or keys.
         positions: ``(..., seq, A)`` coordinates of each token (x, y for images;
             t, h, w for M-RoPE), broadcasting against ``x.shape[:-1]`` plus the axis.
-        freqs: ``(A, dim // 2)`` frequency table, e.g. from :func:`axial_freqs`.
+        freqs: ``(A, rotary_dim // 2)`` frequency table, e.g. from :func:`axial_freqs`.
         layout: "half" or "interleaved", as in :func:`rope_lab.apply_rope`.
+        rotary_dim: rotate only the first ``rotary_dim`` features and pass the rest through
+            (GLM-4.1V's M-RoPE turns half of each head). Default: all of them.
 
     Returns:
         Tensor with the shape, dtype and device of ``x``; computed in float32 (float64 for
@@ -159,11 +187,12 @@ def apply_rope_nd(
     """
     _validate.check_rope_input(x)
     _validate.check_layout(layout)
-    _validate.check_dim(x.shape[-1], name="x.shape[-1]")
-    if not isinstance(freqs, torch.Tensor) or freqs.ndim != 2 or freqs.shape[1] != x.shape[-1] // 2:
+    rotary_dim = _validate.check_rotary_dim(rotary_dim, x.shape[-1])
+    if not isinstance(freqs, torch.Tensor) or freqs.ndim != 2 or freqs.shape[1] != rotary_dim // 2:
         shape = tuple(freqs.shape) if isinstance(freqs, torch.Tensor) else type(freqs).__name__
         raise ValueError(
-            f"freqs must be a (axes, dim // 2) = (A, {x.shape[-1] // 2}) tensor, got {shape}"
+            f"freqs must be a (axes, rotary_dim // 2) = (A, {rotary_dim // 2}) tensor, got "
+            f"{shape}"
         )
     positions = _validate.as_positions(positions, device=x.device)
     if positions.ndim < 2 or positions.shape[-1] != freqs.shape[0]:
@@ -174,8 +203,9 @@ def apply_rope_nd(
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
     rotated = x.to(compute)
     for axis in range(freqs.shape[0]):
-        rotated = apply_rope(rotated, positions[..., axis],
-                             inv_freq=freqs[axis].to(x.device, compute), layout=layout)
+        speeds = freqs[axis].to(x.device, compute)
+        rotated = apply_rope(rotated, positions[..., axis], inv_freq=speeds, layout=layout,
+                             rotary_dim=rotary_dim)
     return rotated.to(x.dtype)
 
 

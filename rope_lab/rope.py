@@ -18,12 +18,11 @@ Both give the same scores; they differ by a fixed permutation of features.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
-from rope_lab import _validate, fast
+from rope_lab import _angles, _validate, fast
+from rope_lab._eager import rotate_reference  # noqa: F401 - the formula, shown from here
 
 DEFAULT_BASE = 10000.0
 # RotaryEmbedding grows its cos/sin cache on demand up to this many positions (or twice its
@@ -47,43 +46,7 @@ def inv_freq(dim: int, base: float = DEFAULT_BASE, *, device=None, dtype=torch.f
     base = _validate.check_base(base)
     _validate.check_angle_dtype(dtype)
     _validate.check_table_size("inv_freq", f"dim={dim}", dim // 2 * 8 * 2)
-    return _inv_freq(dim, base, device, dtype)
-
-
-def _inv_freq(dim: int, base: float, device, dtype) -> torch.Tensor:
-    """:func:`inv_freq` for validated arguments."""
-    # Exponents in float64 so that float32 results are correctly rounded.
-    exponents = torch.arange(0, dim, 2, dtype=torch.float64, device=device) / dim
-    return (base**-exponents).to(dtype)
-
-
-# θ by (rotary_dim, base, dtype, device): what depends on nothing else is computed once.
-_theta_cache: dict = {}
-
-
-def _theta(rotary_dim: int, base: float, dtype, device) -> torch.Tensor:
-    """θ_i for apply_rope, cached (never modified in place by the package; not returned to
-    callers). Under torch.compile it is computed in the graph instead (a cache lookup would
-    break it), and a tensor made during CUDA graph capture is not kept (its values exist only
-    when the graph replays)."""
-    if _validate._is_compiling():
-        return _inv_freq(rotary_dim, base, device, dtype)
-    key = (rotary_dim, base, dtype, device)
-    theta = _theta_cache.get(key)
-    if theta is None:
-        with torch.inference_mode(False), torch.no_grad():
-            theta = _inv_freq(rotary_dim, base, device, dtype)
-        _remember(_theta_cache, key, theta, device)
-    return theta
-
-
-def _remember(cache: dict, key, value, device) -> None:
-    """Keep value unless device is capturing a CUDA graph; at most 32 entries."""
-    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-        return
-    if len(cache) >= 32:
-        cache.clear()
-    cache[key] = value
+    return _angles.inv_freq_values(dim, base, device, dtype)
 
 
 def rope_angles(positions, inv_freq: torch.Tensor) -> torch.Tensor:
@@ -118,66 +81,7 @@ def rope_angles(positions, inv_freq: torch.Tensor) -> torch.Tensor:
     _validate.check_table_size(
         "rope_angles", f"{positions.numel()} positions × {inv_freq.numel()} frequencies",
         positions.numel() * inv_freq.numel() * (8 if wide else 4))
-    return _outer_angles(positions, inv_freq, wide=wide)
-
-
-def _outer_angles(positions: torch.Tensor, inv_freq: torch.Tensor, *,
-                  wide: bool | None = None) -> torch.Tensor:
-    """:func:`rope_angles` for trusted inputs (a table no bigger than the x it rotates).
-
-    wide: float64 angles; default when positions or inv_freq is float64 (dtypes decide,
-    never values)."""
-    if wide is None:
-        wide = torch.float64 in (inv_freq.dtype, positions.dtype)
-    dtype = torch.float64 if wide else torch.float32
-    return positions.to(dtype)[..., None] * inv_freq.to(dtype)
-
-
-# m·θ_i past FLOAT32_EXACT_LIMIT: formed in float64 and reduced to [−π, π) before rounding.
-_TWO_PI = 2 * math.pi
-
-
-def _cos_sin_table(positions: torch.Tensor, theta: torch.Tensor,
-                   dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of m·θ_i by the rule of :func:`apply_rope`, ``(..., seq, d/2)`` in dtype.
-
-    float64 θ: float64 angles. float32 θ: the product m·θ_i is formed exactly in float64
-    (m exact, θ_i float32); below 2^24 it is rounded to float32 — the float32 product, so the
-    same numbers as transformers — and at or beyond 2^24, where a float32 angle would be off
-    by up to a radian, it is first reduced modulo 2π. A per-element choice: nothing is read
-    on the host (no device sync, traceable by torch.compile, capturable in a CUDA graph).
-    On a CPU, where a read costs no sync, one small reduction first asks whether any
-    position reaches 2^24; when none does, the float32 product is computed directly (the
-    same numbers, a third of the work).
-    """
-    if theta.dtype == torch.float32 and not _any_past_float32_limit(positions):
-        angles = positions.to(torch.float32)[..., None] * theta
-        return _cos_sin_of(angles, dtype)
-    # float64 × float32 multiplies in float64: θ_i's float32 value, widened exactly
-    product = positions.to(torch.float64)[..., None] * theta
-    if theta.dtype == torch.float64:
-        angles = product
-    else:
-        big = (positions.abs() >= _validate.FLOAT32_EXACT_LIMIT)[..., None]
-        reduced = (product + math.pi).remainder(_TWO_PI) - math.pi  # in [−π, π)
-        angles = torch.where(big, reduced, product).to(torch.float32)
-    return _cos_sin_of(angles, dtype)
-
-
-def _cos_sin_of(angles: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    cos, sin = angles.cos(), angles.sin()
-    if cos.dtype != dtype:
-        cos, sin = cos.to(dtype), sin.to(dtype)
-    return cos, sin
-
-
-def _any_past_float32_limit(positions: torch.Tensor) -> bool:
-    """Whether some position reaches 2^24, where it may be read at no cost (a CPU tensor,
-    outside torch.compile); True, meaning "assume so", where reading would sync a device."""
-    if not (positions.is_cpu and _validate.values_readable(positions)):
-        return True
-    return positions.numel() > 0 and bool(
-        (positions.abs() >= _validate.FLOAT32_EXACT_LIMIT).any())
+    return _angles.outer_angles(positions, inv_freq, wide=wide)
 
 
 def rope_pairs(dim: int, layout: str = "half") -> tuple[torch.Tensor, torch.Tensor]:
@@ -204,6 +108,8 @@ def apply_rope(
     layout: str = "half",
     rotary_dim: int | None = None,
     backend: str = "auto",
+    cos: torch.Tensor | None = None,
+    sin: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Rotate each feature pair of ``x`` by the angle m·θ_i of its position m.
 
@@ -227,39 +133,65 @@ def apply_rope(
         backend: which implementation computes it (all give the formula's result, to float
             rounding; :mod:`rope_lab.fast` explains each):
 
-            - "auto" (default): the fastest that applies: "triton" on CUDA, "c" for the half
-              layout on a CPU, "complex" for the interleaved layout, else "eager";
-              "reference" on other devices, under torch.compile and when gradients must
-              flow into ``inv_freq``.
+            - "auto" (default): the fastest that applies: "triton" on CUDA, "c" on a CPU,
+              "complex" for the interleaved layout, else "eager"; "reference" on other
+              devices, under torch.compile and when gradients must flow into ``inv_freq``
+              or the tables.
             - "reference": :func:`rotate_reference`, the formula in plain torch ops.
             - "eager": three torch kernels per cache-sized block of rows on a CPU, four
               whole-tensor kernels on other devices.
-            - "c": one C loop compiled on first use (half layout, CPU, float32, float64 or
-              bfloat16); a decode-sized x with its angles in one call.
+            - "c": one C loop compiled on first use (CPU, float32, float64 or bfloat16);
+              given position ids, their cos and sin are computed in the same call.
             - "complex": one complex multiply (interleaved layout).
             - "triton": one Triton kernel, which computes the angles from the positions
               itself (CUDA; CPU tensors under ``TRITON_INTERPRET=1``).
 
             A backend named here runs or raises ``BackendUnavailable`` saying why; it never
             falls back to another one.
+        cos, sin: precomputed tables instead of positions and frequencies (both or neither),
+            in either convention: ``(..., seq, r/2)``, one value per pair (flash-attention,
+            vLLM), or transformers' ``(..., seq, r)``, one value per feature, duplicated in
+            the layout's pairing (``cat((c, c))`` for "half", each value twice in a row for
+            "interleaved"), with r = ``rotary_dim`` (default: the whole of ``x.shape[-1]``).
+            Their leading dims broadcast against ``x.shape[:-1]`` like positions do
+            (transformers' ``(batch, seq, r)`` tables need ``[:, None]`` for
+            ``(batch, heads, seq, dim)`` x). An attention factor (YaRN's mscale, LongRoPE's
+            scale) is carried in them: x is multiplied by whatever cos and sin hold. Any
+            float dtype; 16-bit tables are widened to float32 exactly. On a CPU a duplicated
+            table whose two copies differ is refused (another pairing); elsewhere that check
+            would cost a device sync and is skipped.
 
     Returns:
-        Tensor with the shape, dtype and device of ``x``. The rotation is computed in
-        float32 (float64 when an angle is) and rounded once at the end.
+        Tensor with the shape, dtype and device of ``x``: the rotation computed in float32,
+        or in float64 when x, ``positions``, ``inv_freq`` or the tables are float64, and
+        rounded once to x's dtype at the end.
 
     Angles (what "exact" means here):
         - θ_i is float32, as in transformers, unless x, ``positions`` or ``inv_freq`` is
-          float64: then θ_i (from ``base``: base^(−2i/d) in float64) and the angles are
-          float64. A float32 θ_i is itself off by up to 2^-24 of its value, so the angle
-          m·θ_i is off by up to about m·θ_i·2^-24 radians from the exact-θ angle whatever
-          the arithmetic (0.0002 at m = 4096, about a radian near 2^24): ask for float64 if
-          such positions matter.
+          float64: then θ_i (from ``base``: base^(−2i/d) in float64), the angles, cos and
+          sin and the rotation are float64, rounded once to x's dtype (float64 positions
+          with float32 x give the float64 rotation rounded to float32).
+        - θ_i from ``base`` is base^(−2i/d) computed in float64 and rounded once: the float32
+          nearest to the exact value. transformers computes ``1 / base ** (arange(0, d, 2) /
+          d)`` in float32, rounding three times: at base 10⁴ and d = 128 its θ_i differs from
+          rope_lab's in 19 of the 64 pairs, each by one unit in the last place (relative
+          1.2e-7 at most), so over positions 0 … 8191 its angles, and with them its cos and
+          sin, differ from rope_lab's by up to 2.4e-4 (m·Δθ_i). Pass transformers' own
+          ``inv_freq`` to get its angles.
+        - A float32 θ_i is itself off by up to 2^-24 of its value, so the angle m·θ_i is off
+          by up to about m·θ_i·2^-24 radians from the exact-θ angle whatever the arithmetic
+          (0.0002 at m = 4096, about a radian near 2^24): ask for float64 if such positions
+          matter.
         - Integer positions are exact at any size, and m·θ_i is the exact product of m and
-          the float32 θ_i: below 2^24 rounded once to float32 (the float32 product, the same
-          numbers as transformers); at or beyond 2^24, where float32 can hold neither m nor
-          the angle to within a radian, reduced modulo 2π in float64 first, so the angle is
-          accurate to a few 1e-7 radians (up to m ≈ 2^31). The choice is made per element:
-          no value is read on the host.
+          the float32 θ_i: below 2^24 rounded once to float32 (the float32 product,
+          transformers' angle bit for bit); at or beyond 2^24, where float32 can hold neither
+          m nor the angle to within a radian, reduced modulo 2π in float64 first, so the
+          angle is accurate to a few 1e-7 radians (up to m ≈ 2^31). The choice is made per
+          element: no value is read on the host.
+        - cos and sin of a float32 angle are computed in float64 and rounded once to float32
+          (the float32 nearest to the exact cosine of that angle; PyTorch's float32 ``cos``,
+          and with it transformers' tables, is one unit in the last place off in about 5 %
+          of them).
         - Float positions (interpolated) in a 16/32-bit dtype are converted to float32;
           such positions at or beyond 2^24 are refused, as are NaN and ±inf: one reduction,
           a device sync on a GPU. Integer positions are never read on the host, so a call
@@ -271,7 +203,7 @@ def apply_rope(
     _validate.check_layout(layout)
     _validate.check_backend(backend)
     rotary_dim = _validate.check_rotary_dim(rotary_dim, x.shape[-1])
-    return _apply(x, positions, base, inv_freq, layout, rotary_dim, backend, None)
+    return _apply(x, positions, base, inv_freq, layout, rotary_dim, backend, None, cos, sin)
 
 
 def apply_rope_(
@@ -283,11 +215,13 @@ def apply_rope_(
     layout: str = "half",
     rotary_dim: int | None = None,
     backend: str = "auto",
+    cos: torch.Tensor | None = None,
+    sin: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """In-place :func:`apply_rope`: overwrite ``x`` with its rotation and return it.
 
-    Same arguments and result as :func:`apply_rope`, without allocating an output: the
-    cheapest way to rotate a tensor you no longer need unrotated (a fresh q or k).
+    Same arguments and result as :func:`apply_rope` (tables included), without allocating an
+    output: the cheapest way to rotate a tensor you no longer need unrotated (a fresh q or k).
 
     Refused (``ValueError``) for tensors that require grad (autograd needs the unrotated
     values), for inference tensors outside ``torch.inference_mode`` (PyTorch forbids writing
@@ -302,117 +236,51 @@ def apply_rope_(
     _validate.check_layout(layout)
     _validate.check_backend(backend)
     rotary_dim = _validate.check_rotary_dim(rotary_dim, x.shape[-1])
-    return _apply(x, positions, base, inv_freq, layout, rotary_dim, backend, x)
+    return _apply(x, positions, base, inv_freq, layout, rotary_dim, backend, x, cos, sin)
 
 
-def _apply(x, positions, base, freqs, layout, rotary_dim, backend, out):
-    """Validate positions and frequencies for x, then rotate (into out when given).
-
-    With float32 angles on the Triton path the kernel computes them itself from the
-    positions and θ (one launch, no tables), as does the C loop for a decode-sized CPU
-    tensor; every other path rotates by cos/sin tables.
-    """
+def _apply(x, positions, base, freqs, layout, rotary_dim, backend, out, cos=None, sin=None):
+    """Check positions and frequencies (or tables) for x, then hand the rotation to the
+    dispatcher, :mod:`rope_lab.fast` (into out when given)."""
+    if cos is not None or sin is not None:
+        cos, sin = _tables_for(x, positions, base, freqs, layout, rotary_dim, cos, sin)
+        return fast.rotate(x, cos, sin, layout, out=out, backend=backend)
     if positions is not None:
         positions = _validate.positions_for(x, positions)
-    if freqs is None:
-        base = _validate.check_base(base)
-    theta = _frequencies(x, positions, base, freqs, rotary_dim)
-    if fast.angles_in_kernel(x, positions, theta, layout, backend):
-        rotated = fast.rotate_positions(x, positions, theta, layout, out=out, backend=backend)
-        if rotated is not None:
-            return rotated
-    if positions is None and freqs is None:  # the common call: a small cache, no arithmetic
-        cos, sin = _cached_cos_sin(x.shape[-2], rotary_dim, base, x.device, theta.dtype)
-    else:
-        if positions is None:
-            positions = torch.arange(x.shape[-2], device=x.device)
-        cos, sin = _cos_sin_table(positions, theta,
-                                  torch.float64 if x.dtype == torch.float64 else torch.float32)
-    return _rotate(x, cos, sin, layout, backend, out=out)
+    theta, base = _frequencies(x, positions, base, freqs, rotary_dim)
+    return fast.rope(x, positions, theta, layout, base=base, out=out, backend=backend)
 
 
-def _frequencies(x, positions, base, freqs, rotary_dim) -> torch.Tensor:
-    """θ_i for x on x's device: float64 when x, the positions or inv_freq are float64.
-    base: validated (used when freqs is None)."""
+def _frequencies(x, positions, base, freqs, rotary_dim):
+    """(θ_i for x on x's device, the base it came from or None): float64 when x, the
+    positions or inv_freq are float64."""
     wide = x.dtype == torch.float64 or (positions is not None
                                         and positions.dtype == torch.float64)
     if freqs is None:
-        return _theta(rotary_dim, base, torch.float64 if wide else torch.float32, x.device)
+        base = _validate.check_base(base)
+        dtype = torch.float64 if wide else torch.float32
+        return _angles.theta(rotary_dim, base, dtype, x.device), base
     if base != DEFAULT_BASE:
         raise ValueError(
             f"pass either base or inv_freq, not both: got base={base} and an inv_freq tensor"
         )
     freqs = _validate.check_inv_freq(freqs, rotary_dim // 2)
     dtype = torch.float64 if wide or freqs.dtype == torch.float64 else torch.float32
-    return freqs.to(x.device, dtype)
+    return freqs.to(x.device, dtype), None
 
 
-# cos/sin tables for positions 0 … seq − 1, by (seq, rotary_dim, base, device, dtype).
-_table_cache: dict = {}
-
-
-def _cached_cos_sin(seq: int, rotary_dim: int, base: float, device, dtype):
-    """cos and sin of m·θ_i for m = 0 … seq − 1: ``(seq, rotary_dim/2)`` each, kept for reuse.
-
-    Without the cache every call (every layer, every step) recomputes seq × d/2 angles and
-    their cos and sin; with it only the first call pays. Built as ordinary tensors even under
-    inference_mode, so a later call that records autograd may use them. Under torch.compile
-    they are computed in the graph (a lookup would break it); tables made during CUDA graph
-    capture are not kept.
-    """
-    device = torch.device(device)
-    if _validate._is_compiling():
-        return _cos_sin_table(torch.arange(seq, device=device),
-                              _inv_freq(rotary_dim, base, device, dtype), dtype)
-    key = (seq, rotary_dim, base, device, dtype)
-    tables = _table_cache.get(key)
-    if tables is None:
-        with torch.inference_mode(False), torch.no_grad():
-            tables = _cos_sin_table(torch.arange(seq, device=device),
-                                    _theta(rotary_dim, base, dtype, device), dtype)
-        _remember(_table_cache, key, tables, device)
-    return tables
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str,
-            backend: str = "auto", *, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rotate the first 2·cos.shape[-1] features of x (into out when given) on ``backend``.
-
-    :mod:`rope_lab.fast` computes what :func:`rotate_reference` computes, to float rounding
-    (the tests check it), in fewer passes over memory. "auto" uses the reference on other
-    devices, for differentiable cos/sin and in code being traced by torch.compile.
-    """
-    if backend == "auto" and not fast.can_use_fast_path(x, cos):
-        backend = "reference"
-    if backend == "reference":
-        result = rotate_reference(x, cos, sin, layout)
-        return result if out is None else out.copy_(result)
-    fast.check_backend(backend, x, cos, layout)
-    return fast.rotate(x, cos, sin, layout, out=out, backend=backend)
-
-
-def rotate_reference(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str
-) -> torch.Tensor:
-    """The formula as written, the reference every fast path is tested against.
-
-    Rotates the first 2·cos.shape[-1] features of x and passes the rest; trusts its inputs.
-    cos, sin: ``(..., seq, r/2)`` in float32 or float64, broadcasting against x.
-    """
-    half = cos.shape[-1]
-    rotary_dim = 2 * half
-    compute = torch.promote_types(x.dtype, cos.dtype)
-    rotated = x[..., :rotary_dim].to(compute)
-    if layout == "half":
-        a, b = rotated[..., :half], rotated[..., half:]
-        out = torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
-    else:
-        a, b = rotated[..., 0::2], rotated[..., 1::2]
-        out = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
-    out = out.to(x.dtype)
-    if rotary_dim == x.shape[-1]:
-        return out
-    return torch.cat((out, x[..., rotary_dim:]), dim=-1)
+def _tables_for(x, positions, base, freqs, layout, rotary_dim, cos, sin):
+    """Checked tables for x in the one-value-per-pair convention ``(..., seq, r/2)``."""
+    given = [name for name, value in (("positions", positions), ("inv_freq", freqs))
+             if value is not None]
+    if base != DEFAULT_BASE:
+        given.append(f"base={base}")
+    if given:
+        raise ValueError(
+            f"pass either cos and sin tables or {' / '.join(given)}, not both: the tables "
+            "already hold the angles of every position")
+    duplicated = _validate.check_tables(cos, sin, x, rotary_dim, layout)
+    return _angles.pair_tables(cos, sin, layout, duplicated)
 
 
 def rope_matrix(
@@ -528,14 +396,16 @@ def permute_for_half_layout(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 class RotaryEmbedding(nn.Module):
-    """RoPE as a module: caches cos and sin (float32) and rotates q and k.
+    """RoPE as a module: rotates q and k, caching cos and sin (float32) on a CPU.
 
-    ``forward(q, k, positions=None) -> (q, k)`` with q, k of shape ``(..., seq, D)`` and
-    D ≥ dim; features past ``dim`` pass through unrotated (partial rotary). Without
-    positions it slices its cache; with positions it computes as :func:`apply_rope` does
-    (the same numbers, nothing read on the host). On CUDA with Triton, when no gradient is
-    recorded, q and k are rotated by one kernel launch that computes the angles itself
-    (k may have fewer heads than q, as in grouped-query attention).
+    ``forward(q, k, positions=None, *, cos=None, sin=None) -> (q, k)`` with q, k of shape
+    ``(..., seq, D)`` and D ≥ dim; features past ``dim`` pass through unrotated (partial
+    rotary). Without positions it rotates by positions 0 … seq − 1 (on a CPU a slice of its
+    cache); with positions it computes as :func:`apply_rope` does (the same numbers, nothing
+    read on the host); with tables ``cos, sin`` (either convention) it rotates by them, as
+    ``apply_rope(t, cos=cos, sin=sin, rotary_dim=dim)`` does. On CUDA with Triton, when no
+    gradient is recorded, q and k are rotated by one kernel launch that computes the angles
+    itself (k may have fewer heads than q, as in grouped-query attention).
 
     Args:
         dim: number of rotated features (even).
@@ -543,6 +413,20 @@ class RotaryEmbedding(nn.Module):
         layout: "half" or "interleaved", as in :func:`apply_rope`.
         max_seq_len: precompute the cache for positions 0 … max_seq_len − 1. Positions past
             the cache, and float positions, are computed on the fly, with the same result.
+        inv_freq: ``(dim // 2,)`` rotation speeds instead of base^(−2i/d): a scaled variant
+            (:func:`rope_lab.scaling.scaled_inv_freq`, :func:`rope_lab.hf.inv_freq_from_config`).
+        attention_factor: multiplies cos and sin, as transformers' rotary embeddings fold
+            YaRN's mscale or LongRoPE's scale into theirs (the second value those functions
+            return). Default 1.
+
+    The frequencies live in the buffer ``inv_freq``: replace it (``module.inv_freq = t``) or
+    write into it in place (through ``.data`` too) and the next call rotates by the new
+    values, checked as ``apply_rope`` checks ``inv_freq``. On a CPU every call compares the
+    buffer with the values its cache was built from (dim/2 numbers, no device sync there);
+    on other devices no cache is kept, and cos and sin come from the buffer on every call,
+    with nothing read on the host, except for float64 q or k, whose exact θ_i from ``base``
+    is used only while the buffer still holds base's values: that comparison is one device
+    sync per call.
     """
 
     def __init__(
@@ -551,105 +435,149 @@ class RotaryEmbedding(nn.Module):
         base: float = DEFAULT_BASE,
         layout: str = "half",
         max_seq_len: int | None = None,
+        *,
+        inv_freq: torch.Tensor | None = None,
+        attention_factor: float = 1.0,
     ):
         super().__init__()
         self.dim = _validate.check_dim(dim)
         self.base = _validate.check_base(base)
         self.layout = _validate.check_layout(layout)
+        self.attention_factor = _validate.check_base(attention_factor, "attention_factor")
         if max_seq_len is not None:
             _validate.check_positive_int(max_seq_len, "max_seq_len")
             # angles, cos and sin: three float32 tables of max_seq_len × dim/2
             _validate.check_table_size("RotaryEmbedding", f"max_seq_len={max_seq_len}",
                                        3 * max_seq_len * (dim // 2) * 4)
         self.max_seq_len = max_seq_len
-        self.register_buffer("inv_freq", inv_freq(dim, base), persistent=False)
+        if inv_freq is None:
+            freqs = _angles.inv_freq_values(dim, self.base)
+        else:
+            freqs = _validate.check_inv_freq(inv_freq, dim // 2).detach().clone()
+        self.register_buffer("inv_freq", freqs, persistent=False)
         self.register_buffer("cos_cached", torch.empty(0, dim // 2), persistent=False)
         self.register_buffer("sin_cached", torch.empty(0, dim // 2), persistent=False)
-        # Frequencies set by hand (inv_freq replaced or written into, e.g. a scaled variant)
-        # take over from ``base``; the cache follows them (see _refresh_if_frequencies_changed).
-        self.custom_frequencies = False
-        self._build_cache(max_seq_len or 0, self.inv_freq.device)
+        # Frequencies given or set by hand (inv_freq replaced or written into, e.g. a scaled
+        # variant) take over from ``base`` (see _frequencies).
+        self.custom_frequencies = inv_freq is not None
+        self._checked = None  # the inv_freq tensor last checked, its version and values
+        self._frequencies(read=True)
+        self._build_cache(max_seq_len or 0)
 
     def extra_repr(self) -> str:
-        return (
-            f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}, "
-            f"max_seq_len={self.max_seq_len}"
-        )
+        factor = (f", attention_factor={self.attention_factor:g}"
+                  if self.attention_factor != 1 else "")
+        custom = ", inv_freq=(custom)" if self.custom_frequencies else ""
+        return (f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}, "
+                f"max_seq_len={self.max_seq_len}{custom}{factor}")
 
     def _apply(self, fn, recurse=True):
         # Module casts (.half(), .to(torch.bfloat16)) would round the frequencies and the
-        # cos/sin cache to 16 bits; angles stay float32, so rebuild both after any move/cast.
+        # cos/sin cache to 16 bits; angles stay float32 (or float64), so restore both after
+        # any move or cast from the values last checked (taking in a change made since).
+        self._frequencies(read=True)
         super()._apply(fn, recurse)
         device = self.inv_freq.device
-        if self.custom_frequencies:
-            self.inv_freq = self.inv_freq.float()
-        else:
-            self.inv_freq = inv_freq(self.dim, self.base, device=device)
-        self._build_cache(self.cos_cached.shape[0], device)
+        self.inv_freq = self._checked[2].to(device)
+        self._checked = (self.inv_freq, self.inv_freq._version, self.inv_freq.clone())
+        self._build_cache(self.cos_cached.shape[0])
         return self
 
-    def _build_cache(self, length: int, device) -> None:
-        freqs = self.inv_freq.to(device)
-        angles = _outer_angles(torch.arange(length, device=device), freqs)
-        self.cos_cached, self.sin_cached = angles.cos(), angles.sin()
-        self._cache_source = self.inv_freq
-        self._cache_version = None if freqs.is_inference() else self.inv_freq._version
-
-    def _refresh_if_frequencies_changed(self, device) -> None:
-        """Rebuild the cache when inv_freq was replaced or written into since it was built."""
+    def _frequencies(self, *, read: bool) -> torch.Tensor:
+        """inv_freq, checked again when it changed since the last check: replaced, written
+        in place (its version counter moved) or, with ``read``, holding other values than
+        the last checked ones (a write through ``.data`` moves no counter; comparing reads
+        dim/2 numbers, free on a CPU)."""
         freqs = self.inv_freq
-        changed = freqs is not self._cache_source or (
-            not freqs.is_inference() and freqs._version != self._cache_version
-        )
+        last = self._checked
+        changed = last is None or freqs is not last[0] or (
+            not freqs.is_inference() and freqs._version != last[1])
+        moved = changed
+        if not changed and read and _validate.values_readable(freqs):
+            changed = not torch.equal(freqs, last[2])
         if changed:
-            _validate.check_inv_freq(freqs.float(), self.dim // 2)
-            self.custom_frequencies = True
-            self._build_cache(self.cos_cached.shape[0], device)
+            _validate.check_inv_freq(freqs, self.dim // 2, recheck=not moved)
+            if last is not None:
+                self.custom_frequencies = True
+            self._checked = (freqs, None if freqs.is_inference() else freqs._version,
+                             freqs.detach().clone())
+            self.cos_cached = self.cos_cached[:0]  # built from the old values: rebuilt
+            self.sin_cached = self.sin_cached[:0]
+        return freqs
+
+    def _theta(self, wide: bool, device) -> torch.Tensor:
+        """θ_i for a rotation on device: the buffer's values, or, for float64 angles with
+        frequencies from ``base``, base^(−2i/d) computed in float64 (exact to the last bit,
+        where the buffer holds it rounded to float32)."""
+        freqs = self._frequencies(read=wide or device.type == "cpu")
+        if wide and not self.custom_frequencies:
+            return _angles.theta(self.dim, self.base, torch.float64, device)
+        dtype = torch.float64 if wide or freqs.dtype == torch.float64 else torch.float32
+        if freqs.dtype == dtype and freqs.device == device:
+            return freqs
+        return freqs.to(device, dtype)
+
+    def _build_cache(self, length: int) -> None:
+        """cos and sin (times attention_factor) of positions 0 … length − 1, float32, on a
+        CPU; elsewhere nothing is kept (see the class docstring)."""
+        device = self.inv_freq.device
+        if device.type != "cpu":
+            length = 0
+        with torch.no_grad():
+            cos, sin = _angles.cos_sin_table(torch.arange(length, device=device),
+                                             self._checked[2].to(device, torch.float32))
+        if self.attention_factor != 1:
+            cos, sin = cos * self.attention_factor, sin * self.attention_factor
+        self.cos_cached, self.sin_cached = cos, sin
+
+    def _cached(self, seq: int):
+        """The cache grown to cover 0 … seq − 1 (CPU)."""
+        if self.cos_cached.shape[0] < seq:
+            self._build_cache(max(seq, self.cos_cached.shape[0]))
+        return self.cos_cached[:seq], self.sin_cached[:seq]
 
     def cos_sin(
         self, positions: torch.Tensor, dtype=torch.float32
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin of m·θ_i for ``positions`` ``(..., seq)`` → two ``(..., seq, dim/2)``.
+        """cos and sin of m·θ_i, times ``attention_factor``, for ``positions`` ``(..., seq)``
+        → two ``(..., seq, dim/2)`` tensors in ``dtype`` (on the positions' device).
 
-        float32 comes from the cache when it covers the positions; float64 is computed.
+        Computed in float32 (in float64 for ``dtype=torch.float64``) and rounded once to
+        ``dtype``; the same numbers whether or not the cache covers the positions.
         """
-        self._refresh_if_frequencies_changed(positions.device)
-        if dtype == torch.float64:
-            freqs = (self.inv_freq.to(positions.device, dtype) if self.custom_frequencies
-                     else inv_freq(self.dim, self.base, device=positions.device, dtype=dtype))
-            angles = _outer_angles(positions, freqs)
-            return angles.cos(), angles.sin()
-        cached = self.cos_cached.shape[0]
+        positions = _validate.as_positions(positions)
+        if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
         device = positions.device
-        if self.cos_cached.device != device:
-            self._build_cache(cached, device)
-        integral = not positions.is_floating_point()
-        if integral and positions.numel() and self.max_seq_len is None:
+        wide = dtype == torch.float64
+        theta = self._theta(wide, device)
+        cached = self.cos_cached.shape[0]
+        if (not wide and device.type == "cpu" and self.inv_freq.is_cpu
+                and not positions.is_floating_point() and positions.numel()):
             needed = int(positions.max()) + 1
             # Grow the cache for ordinary lengths only: one far position (say 10^6) must not
             # allocate a table of 10^6 rows; such positions are computed on the fly.
-            if cached < needed <= max(2 * cached, MAX_AUTO_CACHE):
-                self._build_cache(needed, device)
+            if self.max_seq_len is None and cached < needed <= max(2 * cached, MAX_AUTO_CACHE):
+                self._build_cache(needed)
                 cached = needed
-        if integral and (positions.numel() == 0 or (
-            int(positions.min()) >= 0 and int(positions.max()) < cached
-        )):
-            return self.cos_cached[positions], self.sin_cached[positions]
-        return _cos_sin_table(positions, self.inv_freq.to(device), dtype)
+            if int(positions.min()) >= 0 and needed <= cached:
+                return self.cos_cached[positions].to(dtype), self.sin_cached[positions].to(dtype)
+        cos, sin = _angles.cos_sin_table(positions, theta, theta.dtype)
+        if self.attention_factor != 1:
+            cos, sin = cos * self.attention_factor, sin * self.attention_factor
+        return cos.to(dtype), sin.to(dtype)
 
-    def _rotate_pair(self, q, k, positions):
-        """q and k in one launch of the Triton kernel (CUDA, float32 angles, no gradient to
-        record), or None. positions: validated, or None for 0 … seq − 1."""
-        if not q.is_cuda or _validate._is_compiling() or q.dtype != k.dtype or (
-                torch.float64 in (q.dtype, None if positions is None else positions.dtype)):
-            return None
-        theta = (self.inv_freq if self.custom_frequencies
-                 else _theta(self.dim, self.base, torch.float32, q.device))
-        if theta.dtype != torch.float32 or theta.device != q.device:
+    def _rotate_pair(self, q, k, positions, theta):
+        """q and k in one launch of the Triton kernel (CUDA, float32 angles) or two calls of
+        the C loop (CPU), with no factor and no gradient to record, or None. positions:
+        validated, or None for 0 … seq − 1."""
+        if (self.attention_factor != 1 or q.dtype != k.dtype or theta.device != q.device
+                or (q.is_cuda and theta.dtype != torch.float32)):
             return None
         return fast.rotate_pair(q, k, positions, theta, self.layout)
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, positions=None):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, positions=None, *,
+                cos: torch.Tensor | None = None, sin: torch.Tensor | None = None):
         for name, tensor in (("q", q), ("k", k)):
             _validate.check_rope_input(tensor, name)
             if tensor.shape[-1] < self.dim:
@@ -657,6 +585,10 @@ class RotaryEmbedding(nn.Module):
                     f"{name}.shape[-1] = {tensor.shape[-1]} is smaller than the rotary "
                     f"dim = {self.dim} this module was built with"
                 )
+        if cos is not None or sin is not None:
+            return tuple(_apply(t, positions, DEFAULT_BASE, None, self.layout, self.dim, "auto",
+                                None, cos, sin) for t in (q, k))
+        wide = torch.float64 in (q.dtype, k.dtype)
         if positions is None:
             if q.shape[-2] != k.shape[-2]:
                 raise ValueError(
@@ -667,29 +599,20 @@ class RotaryEmbedding(nn.Module):
             positions = _validate.as_positions(positions, device=q.device)
             _validate.check_positions_shape(positions, q.shape[:-1])
             _validate.check_positions_shape(positions, k.shape[:-1])
-            # Given positions take apply_rope's path: nothing read on the host (the cache
-            # below would need the largest position to know whether it covers them).
-            self._refresh_if_frequencies_changed(q.device)
-            freqs = self.inv_freq if self.custom_frequencies else None
-            base = DEFAULT_BASE if self.custom_frequencies else self.base
-            rotated = self._rotate_pair(q, k, positions)  # CUDA: one launch for both
-            if rotated is not None:
-                return rotated
-            return tuple(_apply(t, positions, base, freqs, self.layout, self.dim, "auto", None)
-                         for t in (q, k))
-        wide = torch.float64 in (q.dtype, k.dtype)
-        if not wide and q.is_cuda:
-            self._refresh_if_frequencies_changed(q.device)
-            rotated = self._rotate_pair(q, k, None)
-            if rotated is not None:
-                return rotated
-        if not wide:
-            # The common call: positions 0 … seq − 1, a slice of the cache, no device sync.
-            seq = q.shape[-2]
-            self._refresh_if_frequencies_changed(q.device)
-            if self.cos_cached.shape[0] < seq or self.cos_cached.device != q.device:
-                self._build_cache(max(seq, self.cos_cached.shape[0]), q.device)
-            cos, sin = self.cos_cached[:seq], self.sin_cached[:seq]
-            return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)
-        cos, sin = self.cos_sin(torch.arange(q.shape[-2], device=q.device), torch.float64)
-        return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)
+            wide = wide or positions.dtype == torch.float64
+        theta = self._theta(wide, q.device)
+        rotated = self._rotate_pair(q, k, positions, theta)  # one launch or one C call each
+        if rotated is not None:
+            return rotated
+        if positions is None and not wide and q.device.type == "cpu" and theta.is_cpu:
+            # The common call: positions 0 … seq − 1, a slice of the cache.
+            cos, sin = self._cached(q.shape[-2])
+            return tuple(fast.rotate(t, cos, sin, self.layout) for t in (q, k))
+        if self.attention_factor == 1:
+            # Given positions take apply_rope's path: nothing read on the host.
+            return tuple(fast.rope(t, positions, theta, self.layout) for t in (q, k))
+        if positions is None:
+            positions = torch.arange(q.shape[-2], device=q.device)
+        cos, sin = _angles.cos_sin_table(positions, theta, theta.dtype)
+        cos, sin = cos * self.attention_factor, sin * self.attention_factor
+        return tuple(fast.rotate(t, cos, sin, self.layout) for t in (q, k))

@@ -9,7 +9,7 @@ turned in the notebook's tab. Where the slides break is written in each cell's m
 (``slideshow.slide_type``), set by one rule, :func:`slide_types`, never by hand::
 
     python -m rope_lab.slides --mark      # after editing an English notebook
-    python -m rope_lab.i18n build         # the Chinese notebooks carry the same types
+    python -m rope_lab.translations build         # the Chinese notebooks carry the same types
 
 The rule: the title and each ``##`` section start a slide; a ``###`` heading, a paragraph
 that opens with a bold lead (``**Step 2 …**``, ``**Exercise 03.1 — …**``) and a slider panel
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in changed:
             print(f"slides: marked {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
         print(f"slides: {len(changed)} notebook(s) changed"
-              + ("; now run python -m rope_lab.i18n build" if changed else ""))
+              + ("; now run python -m rope_lab.translations build" if changed else ""))
         return 0
     order = args.notebooks or book.book_notebooks()
     for path in order:

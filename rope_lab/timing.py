@@ -178,6 +178,6 @@ def _triton_version() -> str | None:
 
 
 def _version() -> str:
-    from rope_lab import __version__
+    from rope_lab._version import __version__
 
     return __version__

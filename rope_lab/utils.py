@@ -63,7 +63,7 @@ def translated_docstring(source: str) -> str:
     """``source`` (one function's or class's code) with its docstring in the course's
     language, indented as the original: in the Chinese edition :func:`show_source` shows the
     same code with the explanation a learner reads translated. The package catalog holds
-    the docstrings of every object a notebook shows (:mod:`rope_lab.i18n.catalogs`)."""
+    the docstrings of every object a notebook shows (:mod:`rope_lab.translations.catalogs`)."""
     import ast
     import textwrap
 
@@ -149,7 +149,7 @@ def setup_notebook(seed: int = 0, language: str | None = None) -> torch.device:
 
         set_matplotlib_formats("png")
     device = default_device()
-    from rope_lab import __version__
+    from rope_lab._version import __version__
     from rope_lab.i18n import _
 
     print(_("rope_lab {version} · torch {torch} · device {device} · seed {seed}").format(

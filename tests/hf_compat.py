@@ -159,6 +159,59 @@ def qwen2_vl_rotate(x, position_ids, base, mrope_section):
     return rotated
 
 
+def _mrope_text_model(package, config_name, module_name, rotary_name, release):
+    """A vision-language model's text config class, modeling module and rotary class, or a
+    skip naming the first release that has them."""
+    try:
+        configuration = __import__(f"transformers.models.{package}.configuration_{package}",
+                                   fromlist=[config_name])
+        modeling = __import__(f"transformers.models.{package}.modeling_{package}",
+                              fromlist=[rotary_name])
+    except ImportError:
+        pytest.skip(f"transformers {VERSION} has no {package} (added in {release})")
+    return getattr(configuration, config_name), modeling, getattr(modeling, rotary_name)
+
+
+def qwen3_vl_rotate(x, position_ids, base, mrope_section):
+    """Qwen3-VL's interleaved M-RoPE of ``x`` (batch, heads, seq, head_dim) at
+    ``position_ids`` (3, batch, seq); returns the rotated x and the module's inv_freq."""
+    config_class, modeling, rotary_class = _mrope_text_model(
+        "qwen3_vl", "Qwen3VLTextConfig", "modeling_qwen3_vl", "Qwen3VLTextRotaryEmbedding",
+        "4.57")
+    if not ROPE_PARAMETERS:
+        pytest.skip(f"transformers {VERSION}: the test builds the 5.x configuration schema")
+    heads, head_dim = x.shape[1], x.shape[-1]
+    config = config_class(hidden_size=heads * head_dim, num_attention_heads=heads,
+                          num_key_value_heads=heads, num_hidden_layers=1, head_dim=head_dim,
+                          rope_parameters={"rope_type": "default", "rope_theta": base,
+                                           "mrope_section": list(mrope_section),
+                                           "mrope_interleaved": True})
+    rotary = rotary_class(config=config)
+    cos, sin = rotary(x, position_ids)
+    rotated, _ = modeling.apply_rotary_pos_emb(x, x, cos, sin)
+    return rotated, rotary.inv_freq
+
+
+def glm4v_rotate(x, position_ids, base, mrope_section, partial_rotary_factor=0.5):
+    """GLM-4.1V's M-RoPE of ``x`` (batch, heads, seq, head_dim) at ``position_ids``
+    (3, batch, seq): the first ``partial_rotary_factor`` of each head, interleaved pairs,
+    sections in blocks; returns the rotated x and the module's inv_freq."""
+    config_class, modeling, rotary_class = _mrope_text_model(
+        "glm4v", "Glm4vTextConfig", "modeling_glm4v", "Glm4vTextRotaryEmbedding", "4.53")
+    if not ROPE_PARAMETERS:
+        pytest.skip(f"transformers {VERSION}: the test builds the 5.x configuration schema")
+    heads, head_dim = x.shape[1], x.shape[-1]
+    config = config_class(hidden_size=heads * head_dim, num_attention_heads=heads,
+                          num_key_value_heads=heads, num_hidden_layers=1,
+                          rope_parameters={"rope_type": "default", "rope_theta": base,
+                                           "mrope_section": list(mrope_section),
+                                           "partial_rotary_factor": partial_rotary_factor})
+    rotary = rotary_class(config=config)
+    cos, sin = rotary(x, position_ids)
+    rotated, _ = modeling.apply_rotary_pos_emb(x, x, cos, sin)
+    return rotated, rotary.inv_freq
+
+
 # Made-up token ids: get_rope_index only compares ids with these.
 TEXT, VISION_START, IMAGE, VIDEO = 0, 1, 2, 3
 

@@ -384,7 +384,7 @@ def _copy_for_translations(tmp_path: Path) -> Path:
 UPDATE = """
 import sys
 from pathlib import Path
-from rope_lab.i18n import catalogs
+from rope_lab.translations import catalogs
 try:
     catalogs.update(Path(sys.argv[1]))
 except OSError as error:
@@ -395,7 +395,7 @@ except OSError as error:
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
 def test_update_under_a_file_size_limit_keeps_every_catalog(tmp_path):
-    """Issue 35: `python -m rope_lab.i18n update` under a 40 KB limit cut 04's catalog from
+    """Issue 35: `python -m rope_lab.translations update` under a 40 KB limit cut 04's catalog from
     76 KB to 40 KB, losing a translator's uncommitted entries."""
     import json
 

@@ -1,6 +1,6 @@
-"""The compiled half-layout kernel (rope_lab._ckernel): equal to the reference formula bit for
-bit where it applies, declines cleanly where it does not, and the eager path takes over when
-it cannot be built."""
+"""The compiled kernel (rope_lab._ckernel), both layouts: equal to the reference formula bit
+for bit where it applies, declines cleanly where it does not, and the eager path takes over
+when it cannot be built."""
 
 import concurrent.futures
 import ctypes
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rope_lab as rl
-from rope_lab import _ckernel, fast, rope
+from rope_lab import _angles, _ckernel, fast, rope
 
 needs_kernel = pytest.mark.skipif(not _ckernel.available(),
                                   reason=f"no compiled kernel here ({_ckernel.status()})")
@@ -31,25 +31,26 @@ def tables(seq, half, *, lead=(), dtype=torch.float64, seed=0):
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
-def reference(x, cos, sin):
-    return rope.rotate_reference(x, cos, sin, "half")
+def reference(x, cos, sin, layout="half"):
+    return rope.rotate_reference(x, cos, sin, layout)
 
 
-def kernel(x, cos, sin):
+def kernel(x, cos, sin, layout="half"):
     out = torch.full(x.shape, float("nan"), dtype=x.dtype)
-    assert _ckernel.rotate_half(x, cos, sin, out)
+    assert _ckernel.rotate(x, cos, sin, out, layout)
     return out
 
 
 @needs_kernel
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("shape", [(1, 32, 64, 128), (2, 3, 5, 8), (3, 7, 2), (7, 2),
                                    (1, 1, 1, 2), (2, 3, 4, 5, 6, 16)])
-def test_equals_the_reference_bit_for_bit(shape, dtype):
+def test_equals_the_reference_bit_for_bit(shape, dtype, layout):
     """bfloat16 x with float32 tables: computed in float32, rounded once, as the formula."""
     x = torch.randn(shape, dtype=torch.float64).to(dtype)
     cos, sin = tables(shape[-2], shape[-1] // 2, dtype=_ckernel.TABLE_DTYPES[dtype])
-    assert torch.equal(kernel(x, cos, sin), reference(x, cos, sin))
+    assert torch.equal(kernel(x, cos, sin, layout), reference(x, cos, sin, layout))
 
 
 @needs_kernel
@@ -65,7 +66,7 @@ def test_bfloat16_rounds_to_nearest_even_and_keeps_nan_and_inf():
     x = torch.tensor([1.0, 0.0], dtype=torch.bfloat16).expand(len(values), 1, 2).contiguous()
     cos, sin = values[:, None, None], torch.zeros(len(values), 1, 1)
     out = torch.empty_like(x)
-    assert _ckernel.rotate_half(x, cos, sin, out)
+    assert _ckernel.rotate(x, cos, sin, out, "half")
     expected = values.bfloat16().float()
     got = out[:, 0, 0].float()
     nan = torch.isnan(values)
@@ -77,32 +78,34 @@ def test_bfloat16_rounds_to_nearest_even_and_keeps_nan_and_inf():
 @settings(max_examples=40, deadline=None)
 @given(batch=st.integers(1, 3), heads=st.integers(1, 4), seq=st.integers(1, 9),
        half=st.integers(1, 8), order=st.permutations([0, 1, 2]), per_batch=st.booleans(),
-       seed=st.integers(0, 2**16))
-def test_any_memory_order_and_table_broadcast(batch, heads, seq, half, order, per_batch, seed):
+       seed=st.integers(0, 2**16), layout=st.sampled_from(["half", "interleaved"]))
+def test_any_memory_order_and_table_broadcast(batch, heads, seq, half, order, per_batch, seed,
+                                              layout):
     # q stored in some order of (batch, heads, seq), viewed as (batch, heads, seq, dim)
     sizes = (batch, heads, seq)
     stored = torch.randn(*(sizes[k] for k in order), 2 * half, dtype=torch.float64,
                          generator=torch.Generator().manual_seed(seed))
     x = stored.permute(*(order.index(k) for k in range(3)), 3)
     cos, sin = tables(seq, half, lead=(batch, 1) if per_batch else (), seed=seed)
-    assert torch.equal(kernel(x, cos, sin), reference(x, cos, sin))
+    assert torch.equal(kernel(x, cos, sin, layout), reference(x, cos, sin, layout))
 
 
 @needs_kernel
 def test_apply_rope_uses_it_for_partial_rotary_and_autograd():
     x = torch.randn(2, 4, 9, 16, dtype=torch.float64, requires_grad=True)
-    cos, sin = rope._cached_cos_sin(9, 8, rope.DEFAULT_BASE, x.device, torch.float64)
+    cos, sin = _angles.cached_cos_sin(9, 8, rope.DEFAULT_BASE, x.device, torch.float64)
     rotated = rl.apply_rope(x, rotary_dim=8)
     assert torch.equal(rotated, reference(x, cos, sin))
     assert torch.autograd.gradcheck(lambda t: rl.apply_rope(t, rotary_dim=8), (x,))
 
 
 @needs_kernel
-def test_in_place_reads_each_pair_before_writing_it():
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_in_place_reads_each_pair_before_writing_it(layout):
     x = torch.randn(2, 3, 10, 16, dtype=torch.float64)
     cos, sin = tables(10, 8)
-    expected = reference(x, cos, sin)
-    assert _ckernel.rotate_half(x, cos, sin, x)
+    expected = reference(x, cos, sin, layout)
+    assert _ckernel.rotate(x, cos, sin, x, layout)
     assert torch.equal(x, expected)
 
 
@@ -122,28 +125,32 @@ def test_threads_give_the_same_bits():
     assert torch.equal(one, two) and torch.equal(one, reference(x, cos, sin))
 
 
-# --- the decode step in one call: angles, cos, sin and rotation ------------------------------
+# --- position ids in one call: angles, cos, sin and rotation --------------------------------
 
-def exact_rotation(x, positions, theta):
-    """The half-layout rotation in float64 by exact m times the given θ (float64 math,
-    independent of the package): the contract for integer positions at any size."""
+def exact_rotation(x, positions, theta, layout="half"):
+    """The rotation in float64 by exact m times the given θ (float64 math, independent of
+    the package): the contract for integer positions at any size."""
     angles = positions.double()[..., None] * theta.double()
-    a, b = x.double().chunk(2, dim=-1)
-    return torch.cat((a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()),
-                     -1)
+    x = x.double()
+    a, b = x.chunk(2, dim=-1) if layout == "half" else (x[..., 0::2], x[..., 1::2])
+    first, second = a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()
+    if layout == "half":
+        return torch.cat((first, second), -1)
+    return torch.stack((first, second), -1).flatten(-2)
 
 
 @needs_kernel
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-def test_one_call_decode_step_equals_float64_math(dtype):
+def test_position_ids_in_one_call_equal_float64_math(dtype, layout):
     """Positions near and past 2^24 and negative ones, per batch (b, 1, seq) and shared."""
-    theta = rope._inv_freq(64, 1e4, "cpu", _ckernel.TABLE_DTYPES[dtype])
+    theta = _angles.inv_freq_values(64, 1e4, "cpu", _ckernel.TABLE_DTYPES[dtype])
     x = torch.randn(3, 8, 2, 64, dtype=torch.float64).to(dtype)
     for positions in (torch.tensor([[[5, 4095]], [[2**24 - 1, 2**24 + 1]], [[2**25 + 3, -7]]]),
                       torch.tensor([2**31 - 1, 123_456_789])):
         out = torch.empty_like(x)
-        assert _ckernel.rotate_half_positions(x, positions, theta, out)
-        expected = exact_rotation(x, positions, theta)
+        assert _ckernel.rotate_positions(x, positions, theta, out, layout)
+        expected = exact_rotation(x, positions, theta, layout)
         m = positions.abs().double()
         # below 2^24: the float32 product (transformers' arithmetic) is off by up to
         # 2^-24 of the angle; at and past it the angle is exact; then out's own rounding
@@ -156,56 +163,83 @@ def test_one_call_decode_step_equals_float64_math(dtype):
 
 
 @needs_kernel
-def test_one_call_decode_step_matches_the_table_path():
-    """Against apply_rope's own tables: the same float32 angles below 2^24, where only the
-    evaluation of cos and sin differs (libm's and torch's, about one float32 ulp); past 2^24
-    the tables reduce the angle to [−π, π) and round it to float32 (1.2e-7 rad) where the C
-    code takes cos in double. Hence 2e-6 for outputs of size up to about 4."""
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_position_ids_in_one_call_match_the_table_path(layout):
+    """Against apply_rope's own tables (one angle rule): bit for bit below 2^24, where both
+    take the float32 product and its correctly rounded cos and sin (the C code by its own
+    reduction and polynomial, torch in float64), for ids spread over [−2^24, 2^24), base 10⁴
+    and 5·10⁵, one and two threads, a decode step and a table of 2^18 entries. Past 2^24 the
+    tables reduce the angle to [−π, π) and round it to float32 (1.2e-7 rad) where the C code
+    takes cos in double. Hence 2e-6 there, for outputs of size up to about 4."""
+    generator = torch.Generator().manual_seed(0)
+    previous = torch.get_num_threads()
+    try:
+        for base, threads, count in ((1e4, 1, 3), (5e5, 2, 4096), (1e4, 2, 4096)):
+            torch.set_num_threads(threads)
+            theta = _angles.inv_freq_values(128, base, "cpu", torch.float32)
+            positions = torch.randint(-(2**24) + 1, 2**24, (count,), generator=generator)
+            x = torch.randn(2, count, 128, generator=generator)
+            out = torch.empty_like(x)
+            assert _ckernel.rotate_positions(x, positions, theta, out, layout)
+            cos, sin = _angles.cos_sin_table(positions, theta)
+            assert torch.equal(out, reference(x, cos, sin, layout))
+    finally:
+        torch.set_num_threads(previous)
     x = torch.randn(2, 8, 3, 64)
     positions = torch.tensor([[3, 70, 2**24 + 5], [0, 1000, 2**20]])[:, None, :]
-    theta = rope._inv_freq(64, 1e4, "cpu", torch.float32)
+    theta = _angles.inv_freq_values(64, 1e4, "cpu", torch.float32)
     out = torch.empty_like(x)
-    assert _ckernel.rotate_half_positions(x, positions, theta, out)
-    cos, sin = rope._cos_sin_table(positions, theta)
-    torch.testing.assert_close(out, reference(x, cos, sin), rtol=0, atol=2e-6)
+    assert _ckernel.rotate_positions(x, positions, theta, out, layout)
+    cos, sin = _angles.cos_sin_table(positions, theta)
+    torch.testing.assert_close(out, reference(x, cos, sin, layout), rtol=0, atol=2e-6)
     # default positions (None): 0 … seq − 1, in place
     y = x.clone()
-    assert _ckernel.rotate_half_positions(y, None, theta, y)
-    cos, sin = rope._cos_sin_table(torch.arange(3), theta)
-    torch.testing.assert_close(y, reference(x, cos, sin), rtol=0, atol=1e-6)
+    assert _ckernel.rotate_positions(y, None, theta, y, layout)
+    cos, sin = _angles.cos_sin_table(torch.arange(3), theta)
+    assert torch.equal(y, reference(x, cos, sin, layout))
 
 
 @needs_kernel
-def test_apply_rope_takes_the_one_call_path_for_a_decode_step_only():
+def test_frequencies_above_one_keep_the_rule():
+    """θ_i > 1 (an inv_freq set by hand) can push m·θ_i past where the polynomial's reduction
+    is exact; libm takes those, still the float32 product's correctly rounded cos."""
+    theta = torch.tensor([3.0, 1e3, 1e6, 0.5])
+    positions = torch.tensor([1, 7, 9000, 2**23 - 1, -(2**23)])
+    x = torch.randn(5, 8)
+    out = torch.empty_like(x)
+    assert _ckernel.rotate_positions(x, positions, theta, out, "half")
+    cos, sin = _angles.cos_sin_table(positions, theta)
+    assert torch.equal(out, reference(x, cos, sin))
+
+
+@needs_kernel
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_apply_rope_with_ids_is_one_c_call_at_any_size(layout):
     q = torch.randn(1, 8, 1, 64)
     positions = torch.tensor([[[37]]])
-    rl.apply_rope(q, positions)  # θ for this head dim, computed once and cached
-    assert cost_names(rl.apply_rope, q, positions) == ["rope_lab C loop"]
-    big = torch.randn(1, 32, 64, 128)  # 2^18 numbers: tables and the threaded loop
-    rl.apply_rope(big, torch.arange(64))
-    assert "rope_lab C loop" in cost_names(rl.apply_rope, big, torch.arange(64))
-    theta = rope._inv_freq(64, 1e4, "cpu", torch.float32)
-    out = torch.empty_like(big)
-    assert not _ckernel.rotate_half_positions(big[..., :64], torch.arange(64), theta,
-                                              out[..., :64])
-    many = torch.arange(17)  # 17 positions × 32 pairs > POSITIONS_MAX
+    rl.apply_rope(q, positions, layout=layout)  # θ for this head dim, computed once and cached
+    assert cost_names(rl.apply_rope, q, positions, layout=layout) == ["rope_lab C loop"]
+    big = torch.randn(1, 32, 64, 128)  # 2^18 numbers: the threaded loop, its own table
+    rl.apply_rope(big, torch.arange(64), layout=layout)
+    assert cost_names(rl.apply_rope, big, torch.arange(64), layout=layout) == ["rope_lab C loop"]
+    many = torch.arange(17)  # 17 positions × 32 pairs: past the table kept on the stack
     small = torch.randn(1, 2, 17, 64)
-    assert 17 * 32 > _ckernel.POSITIONS_MAX
-    assert not _ckernel.rotate_half_positions(small, many, theta, torch.empty_like(small))
-    for declined in (torch.arange(1, dtype=torch.int32), torch.zeros(1)):  # int64 only
-        assert not _ckernel.rotate_half_positions(q, declined, theta, torch.empty_like(q))
+    int32 = positions.int()
+    theta = _angles.inv_freq_values(64, 1e4, "cpu", torch.float32)
+    for declined in (int32, torch.zeros(1)):  # int64 only (apply_rope converts int32)
+        assert not _ckernel.rotate_positions(q, declined, theta, torch.empty_like(q), layout)
     with _ckernel.disabled():
-        assert not _ckernel.rotate_half_positions(q, positions, theta, torch.empty_like(q))
-    # every one of those still gets the formula's answer through apply_rope
-    for x, p in ((big, torch.arange(64)), (small, many), (q, positions.int())):
-        torch.testing.assert_close(rl.apply_rope(x, p),
-                                   rl.apply_rope(x, p, backend="reference"))
+        assert not _ckernel.rotate_positions(q, positions, theta, torch.empty_like(q), layout)
+    # every one of those gets the formula's answer through apply_rope
+    for x, p in ((big, torch.arange(64)), (small, many), (q, int32)):
+        assert torch.equal(rl.apply_rope(x, p, layout=layout),
+                           rl.apply_rope(x, p, layout=layout, backend="reference"))
 
 
-def cost_names(function, *args):
+def cost_names(function, *args, layout="half"):
     from rope_lab import cost
 
-    return cost.count_kernels(function, *args)["names"]
+    return cost.count_kernels(function, *args, layout=layout)["names"]
 
 
 @pytest.mark.parametrize("case", ["float16", "mixed dtypes", "unfoldable",
@@ -225,10 +259,10 @@ def test_declines_what_it_does_not_handle_and_apply_rope_stays_right(case):
         x = torch.randn(2, 3, 4, 5, 6, 32)[..., ::2]
     if case == "disabled":
         with _ckernel.disabled():
-            assert not _ckernel.rotate_half(x, cos, sin, out)
+            assert not _ckernel.rotate(x, cos, sin, out, "half")
             assert not _ckernel.available()
     else:
-        assert not _ckernel.rotate_half(x, cos, sin, out)
+        assert not _ckernel.rotate(x, cos, sin, out, "half")
     # the fast path falls back to the eager kernels and still gives the formula's answer
     torch.testing.assert_close(fast.rotate(x.clone(), cos, sin, "half"), reference(x, cos, sin))
 
@@ -241,7 +275,7 @@ def test_without_a_compiler_the_eager_path_runs_and_status_says_why(monkeypatch)
     assert not _ckernel.available()
     assert _ckernel.status() == "eager path: no C compiler found ($CC, cc, gcc, clang)"
     x = torch.randn(2, 4, 8, 16)
-    cos, sin = rope._cached_cos_sin(8, 16, rope.DEFAULT_BASE, x.device, torch.float32)
+    cos, sin = _angles.cached_cos_sin(8, 16, rope.DEFAULT_BASE, x.device, torch.float32)
     with pytest.warns(_ckernel.FastPathWarning, match="no C compiler found") as caught:
         torch.testing.assert_close(rl.apply_rope(x), reference(x, cos, sin))
         rl.apply_rope(x)  # once per process
@@ -278,12 +312,12 @@ def test_builds_into_the_cache_folder_once(tmp_path):
     code = "from rope_lab import _ckernel; print(_ckernel.status())"
     first = run_python(code, ROPE_LAB_CACHE_DIR=str(tmp_path))
     built = sorted(path.name for path in tmp_path.glob("*.so"))
-    assert re.fullmatch(rf"C kernel: {re.escape(str(tmp_path))}/rope_half-\w+\.so "
+    assert re.fullmatch(rf"C kernel: {re.escape(str(tmp_path))}/rope-\w+\.so "
                         r"\(built in \d+\.\d\d s\)", first) and len(built) == 1
     second = run_python(code, ROPE_LAB_CACHE_DIR=str(tmp_path))  # reused, not rebuilt
     assert second == first.split(" (")[0] + " (loaded from the cache)"
     assert sorted(path.name for path in tmp_path.glob("*.so")) == built
-    assert sorted(path.name for path in tmp_path.iterdir()) == [*built, "rope_half.lock"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [*built, "rope.lock"]
     assert (tmp_path / built[0]).stat().st_mode & 0o777 == 0o700  # whatever the umask
 
 
@@ -292,8 +326,8 @@ def test_in_place_on_memory_shared_by_several_elements_is_refused():
     x = torch.randn(1, 1, 8, 16).expand(2, 3, 8, 16)
     out = torch.empty(2, 3, 8, 16)
     cos, sin = tables(8, 8, dtype=torch.float32)
-    assert not _ckernel.rotate_half(x, cos, sin, x)
-    assert _ckernel.rotate_half(x, cos, sin, out) == _ckernel.available()  # reading is fine
+    assert not _ckernel.rotate(x, cos, sin, x, "half")
+    assert _ckernel.rotate(x, cos, sin, out, "half") == _ckernel.available()  # reading is fine
     with pytest.raises(ValueError, match="elements of x share memory"):
         rope.apply_rope_(x)
 
@@ -453,7 +487,7 @@ def test_fallback_folder_symlink_refused(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("problem", ["symlink", "writable by others", "not ours"])
 def test_library_file_checked_again_before_loading(tmp_path, monkeypatch, problem):
-    path = tmp_path / "rope_half-0.so"
+    path = tmp_path / "rope-0.so"
     if problem == "symlink":
         (tmp_path / "target.so").write_bytes(b"")
         path.symlink_to(tmp_path / "target.so")
@@ -573,7 +607,7 @@ def _race(tmp_path, how, attempts):
     cache, evil = shared / "cache", shared / "evil"
     cache.mkdir(mode=0o700)
     evil.mkdir(mode=0o700)
-    name = "rope_half-race.so"
+    name = "rope-race.so"
     shutil.copyfile(_ckernel._load()._name, cache / name)
     (cache / name).chmod(0o700)
     marker = tmp_path / how / "planted-ran"
@@ -680,7 +714,7 @@ def test_new_parent_folders_are_not_writable_by_others_whatever_the_umask(tmp_pa
 @pytest.mark.skipif(not _ckernel._LOAD_BY_DESCRIPTOR or not _ckernel.available(),
                     reason="loads through /proc/self/fd on Linux only")
 def test_the_library_is_loaded_through_the_descriptor_that_was_checked(tmp_path, monkeypatch):
-    path = tmp_path / "rope_half-0.so"
+    path = tmp_path / "rope-0.so"
     shutil.copyfile(_ckernel._load()._name, path)
     path.chmod(0o700)
     loaded = []
@@ -693,7 +727,39 @@ def test_the_library_is_loaded_through_the_descriptor_that_was_checked(tmp_path,
 
 
 def test_a_fifo_under_the_library_name_is_refused_without_hanging(tmp_path):
-    path = tmp_path / "rope_half-0.so"
+    path = tmp_path / "rope-0.so"
     os.mkfifo(path, 0o600)
     with pytest.raises(_ckernel._Unavailable, match="not a regular file"):
         _ckernel._open(str(path))
+
+
+@needs_kernel
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_a_fresh_output_faulted_in_first_gets_the_same_bits(layout):
+    """A fresh output of a MiB or more has its pages faulted in by madvise before the loop
+    (kernels/rope.c, populate()): the same numbers, partial rotary's tail untouched, on one
+    thread and on two; an output the caller did not just allocate is never asked for it."""
+    x = torch.randn(2, 8, 256, 96)  # 1.5 MiB
+    theta = _angles.inv_freq_values(64, 1e4, "cpu", torch.float32)
+    ids = torch.arange(256) * 3
+    cos, sin = _angles.cos_sin_table(ids, theta)
+    expected = reference(x, cos, sin, layout)
+    previous = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            for by_positions in (False, True):
+                out = torch.empty_like(x)
+                out[..., 64:] = x[..., 64:]  # the tail, as the dispatcher copies it first
+                if by_positions:
+                    assert _ckernel.rotate_positions(x[..., :64], ids, theta, out[..., :64],
+                                                     layout, fresh=True)
+                else:
+                    assert _ckernel.rotate(x[..., :64], cos, sin, out[..., :64], layout,
+                                           fresh=True)
+                assert torch.equal(out, expected)
+    finally:
+        torch.set_num_threads(previous)
+    assert _ckernel._populate_row_bytes(torch.empty(2, 8, 256, 96), True) == 96 * 4
+    assert _ckernel._populate_row_bytes(torch.empty(2, 8, 256, 96), False) == 0
+    assert _ckernel._populate_row_bytes(torch.empty(1, 8, 16, 96), True) == 0  # 48 KiB

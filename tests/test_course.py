@@ -80,7 +80,7 @@ def test_a_chinese_notebook_has_the_chinese_install_cell(path):
     expected = course.install_cell(course.REPOSITORY, course.REF, language="zh")
     assert second["type"] == "code" and second["source"] == expected, (
         f"{_ids(path)}: the cell below the title must be course.install_cell(REPOSITORY, REF, "
-        'language="zh") (python -m rope_lab.i18n build puts it there)')
+        'language="zh") (python -m rope_lab.translations build puts it there)')
 
 
 @pytest.mark.parametrize("path", main_notebooks(), ids=_ids)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rope_lab as rl
-from rope_lab import fast, rope
+from rope_lab import _eager, fast, rope
 
 LAYOUTS = ["half", "interleaved"]
 TOLERANCE = {torch.float64: 1e-12, torch.float32: 2e-6}
@@ -48,22 +48,22 @@ def test_default_shape_paths_equal_reference(device, layout, dtype):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_blocked_path_many_blocks(device, layout, monkeypatch):
     """Tiny blocks force the loop over blocks, including a ragged last block."""
-    monkeypatch.setattr(fast, "BLOCK_BYTES", 3 * 16 * 8)
-    monkeypatch.setattr(fast, "_block_bytes", lambda: 3 * 16 * 8)
-    monkeypatch.setattr(fast, "_blocking_pays", lambda x: True)
+    monkeypatch.setattr(_eager, "BLOCK_BYTES", 3 * 16 * 8)
+    monkeypatch.setattr(_eager, "block_bytes", lambda: 3 * 16 * 8)
+    monkeypatch.setattr(_eager, "blocking_pays", lambda x: True)
     x = torch.randn(3, 5, 7, 16, device=device, dtype=torch.float64)
     cos, sin = tables(7, 16, device, torch.float64)
     assert_matches_reference(x, cos, sin, layout)
-    assert len(list(fast._blocks(x.shape[:-1], 16 * 8, fast.BLOCK_BYTES))) > 5
+    assert len(list(_eager.block_indices(x.shape[:-1], 16 * 8, _eager.BLOCK_BYTES))) > 5
 
 
 def test_blocks_cover_every_row_once():
     batch = torch.Size([2, 3, 10])
     seen = torch.zeros(batch)
-    for index in fast._blocks(batch, row_bytes=100, block_bytes=350):
+    for index in _eager.block_indices(batch, row_bytes=100, size=350):
         seen[index] += 1
     assert torch.equal(seen, torch.ones(batch))
-    assert list(fast._blocks(batch, 100, 10**9)) == [(Ellipsis,)]
+    assert list(_eager.block_indices(batch, 100, 10**9)) == [(Ellipsis,)]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -211,32 +211,32 @@ def test_cuda_reports_whether_triton_runs():
 
 def test_repeated_cos_table_is_built_once_and_follows_its_source():
     cos = torch.rand(5, 4)
-    first = fast._cos_for_both(cos, "half")
-    assert fast._cos_for_both(cos, "half") is first
+    first = _eager.cos_for_both(cos, "half")
+    assert _eager.cos_for_both(cos, "half") is first
     cos.mul_(2)  # a changed table must not be served from the cache
-    torch.testing.assert_close(fast._cos_for_both(cos, "half"), torch.cat((cos, cos), -1))
-    torch.testing.assert_close(fast._cos_for_both(cos, "interleaved"),
+    torch.testing.assert_close(_eager.cos_for_both(cos, "half"), torch.cat((cos, cos), -1))
+    torch.testing.assert_close(_eager.cos_for_both(cos, "interleaved"),
                                cos.repeat_interleave(2, dim=-1))
 
 
 def test_derived_tables_are_dropped_with_their_source():
     cos, sin = torch.rand(3, 2), torch.rand(3, 2)
-    fast._rotation(cos, sin)
+    _eager.complex_rotation(cos, sin)
     key = ("complex", id(cos), id(sin))
-    assert key in fast._derived_cache
+    assert key in _eager.derived_cache
     del cos
-    assert key not in fast._derived_cache
+    assert key not in _eager.derived_cache
 
 
 def test_blocks_on_cpu_sized_by_thread_count():
     x = torch.randn(2, 3)
-    assert fast._blocking_pays(x)
+    assert _eager.blocking_pays(x)
     previous = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        assert fast._block_bytes() == fast.BLOCK_BYTES
+        assert _eager.block_bytes() == _eager.BLOCK_BYTES
         torch.set_num_threads(2)
-        assert fast._block_bytes() == fast.MULTI_THREAD_BLOCK_BYTES
+        assert _eager.block_bytes() == _eager.MULTI_THREAD_BLOCK_BYTES
     finally:
         torch.set_num_threads(previous)
 
@@ -262,7 +262,7 @@ def test_the_gpu_path_without_triton_is_four_whole_tensor_kernels(layout, dtype,
     CPU by telling the eager path that blocks do not pay."""
     from rope_lab import cost
 
-    monkeypatch.setattr(fast, "_blocking_pays", lambda x: False)
+    monkeypatch.setattr(_eager, "blocking_pays", lambda x: False)
     x = torch.randn(2, 3, 50, 32).to(dtype)
     compute = torch.float64 if dtype == torch.float64 else torch.float32
     cos, sin = tables(50, 32, "cpu", compute)

@@ -13,8 +13,9 @@ import torch
 
 import rope_lab as rl
 from rope_lab import about, claims, course, utils, widgets
-from rope_lab.i18n import catalogs, errors
+from rope_lab.i18n import errors
 from rope_lab.plots import length_extrapolation
+from rope_lab.translations import catalogs
 
 # --- errors --------------------------------------------------------------------------------------
 

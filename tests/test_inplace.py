@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import rope_lab as rl
-from rope_lab import _ckernel, fast, rope
+from rope_lab import _angles, _ckernel, fast, rope
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -47,7 +47,7 @@ def test_saved_tensor_rotated_in_place_makes_backward_fail(dtype, layout, path, 
     w = torch.randn(4, 8, dtype=dtype, requires_grad=True)
     x = make((4, 8), dtype)
     expected = rope.rotate_reference(
-        x, *rope._cached_cos_sin(4, rotary_dim or 8, rope.DEFAULT_BASE, x.device, dtype),
+        x, *_angles.cached_cos_sin(4, rotary_dim or 8, rope.DEFAULT_BASE, x.device, dtype),
         layout)
     loss = (w * x).sum()
     version = x._version
@@ -62,9 +62,9 @@ def test_saved_tensor_rotated_in_place_makes_backward_fail(dtype, layout, path, 
 @pytest.mark.skipif(not _ckernel.available(), reason="no compiled kernel here")
 def test_the_c_kernel_path_is_the_one_taken_and_bumps_the_version():
     x = torch.randn(2, 8, 16)
-    cos, sin = rope._cached_cos_sin(8, 16, rope.DEFAULT_BASE, x.device, torch.float32)
+    cos, sin = _angles.cached_cos_sin(8, 16, rope.DEFAULT_BASE, x.device, torch.float32)
     version = x._version
-    assert _ckernel.rotate_half(x, cos, sin, x)  # the raw write itself moves nothing …
+    assert _ckernel.rotate(x, cos, sin, x, "half")  # the raw write itself moves nothing …
     assert x._version == version
     fast.rotate(x, cos, sin, "half", out=x)  # … so the dispatcher tells autograd
     assert x._version == version + 1

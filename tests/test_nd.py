@@ -207,6 +207,48 @@ def test_mrope_matches_hugging_face_qwen2_vl(hf_compat, section):
     torch.testing.assert_close(ours, hf, rtol=1e-5, atol=1e-5)
 
 
+def test_interleaved_mrope_deals_the_pairs_out_in_turn():
+    """Qwen3-VL: pairs 1, 4, 7, … turn with h, 2, 5, 8, … with w, the rest with t."""
+    table = nd.mrope_freqs(16, 10000.0, (4, 2, 2), interleaved=True, dtype=torch.float64)
+    owner = [int(table[:, i].nonzero()) for i in range(8)]
+    assert owner == [0, 1, 2, 0, 1, 2, 0, 0]
+    assert torch.equal(table.sum(0), rl.inv_freq(16, dtype=torch.float64))
+    qwen3 = nd.mrope_freqs(128, 5e6, nd.QWEN3_VL_MROPE_SECTION, interleaved=True) != 0
+    assert qwen3.sum(1).tolist() == list(nd.QWEN3_VL_MROPE_SECTION)
+    with pytest.raises(ValueError, match=r"mrope_section \(2, 3, 3\) cannot be interleaved "
+                                         r"over 8 pairs.*\(3, 3, 2\); expected 3·s_h − 1 ≤ 8"):
+        nd.mrope_freqs(16, 10000.0, (2, 3, 3), interleaved=True)
+
+
+@pytest.mark.parametrize("section", [(24, 20, 20), (4, 2, 2), (6, 1, 1)])
+def test_interleaved_mrope_matches_hugging_face_qwen3_vl(hf_compat, section):
+    heads, dim, theta = 2, 2 * sum(section), 5e6
+    positions = torch.randint(0, 300, (1, 11, 3))
+    x = torch.randn(1, heads, 11, dim)
+    hf, inv = hf_compat.qwen3_vl_rotate(x, positions.permute(2, 0, 1), theta, section)
+    # transformers' own θ (its float32 formula), dealt out as rope_lab deals it
+    axes = nd.mrope_freqs(dim, theta, section, interleaved=True) != 0
+    ours = nd.apply_rope_nd(x, positions[:, None], torch.where(axes, inv, 0.0))
+    torch.testing.assert_close(ours, hf, rtol=0, atol=2e-6)
+    blocks = nd.mrope_freqs(dim, theta, section) != 0  # Qwen2-VL's blocks differ from it
+    assert not torch.allclose(nd.apply_rope_nd(x, positions[:, None],
+                                               torch.where(blocks, inv, 0.0)), hf, atol=1e-3)
+
+
+@pytest.mark.parametrize("section", [(8, 12, 12), (2, 1, 1)])
+def test_partial_mrope_matches_hugging_face_glm4v(hf_compat, section):
+    """GLM-4.1V: M-RoPE on the first half of each head (rotary_dim), interleaved pairs."""
+    heads, rotary_dim, theta = 2, 2 * sum(section), 10000.0
+    positions = torch.randint(0, 300, (1, 9, 3))
+    x = torch.randn(1, heads, 9, 2 * rotary_dim)
+    hf, inv = hf_compat.glm4v_rotate(x, positions.permute(2, 0, 1), theta, section)
+    axes = nd.mrope_freqs(rotary_dim, theta, section) != 0
+    ours = nd.apply_rope_nd(x, positions[:, None], torch.where(axes, inv, 0.0),
+                            layout="interleaved", rotary_dim=rotary_dim)
+    torch.testing.assert_close(ours, hf, rtol=0, atol=2e-6)
+    assert torch.equal(ours[..., rotary_dim:], x[..., rotary_dim:])
+
+
 @pytest.mark.parametrize("before, grid_thw, after", [(3, (1, 2, 3), 2), (0, (2, 3, 3), 1),
                                                      (2, (1, 4, 1), 0)])
 def test_mrope_positions_match_hugging_face_get_rope_index(hf_compat, before, grid_thw, after):
@@ -229,7 +271,8 @@ def test_mrope_positions_match_hugging_face_get_rope_index(hf_compat, before, gr
         (lambda: nd.mrope_freqs(16, mrope_section=(4, 4)), ValueError, r"mrope_section must"),
         (lambda: nd.mrope_freqs(16, mrope_section=8), ValueError, r"mrope_section must"),
         (lambda: nd.apply_rope_nd(torch.randn(4, 8), torch.zeros(4, 2), torch.ones(2, 3)),
-         ValueError, r"freqs must be a \(axes, dim // 2\) = \(A, 4\) tensor, got \(2, 3\)"),
+         ValueError,
+         r"freqs must be a \(axes, rotary_dim // 2\) = \(A, 4\) tensor, got \(2, 3\)"),
         (lambda: nd.apply_rope_nd(torch.randn(4, 8), torch.zeros(4, 3), torch.ones(2, 4)),
          ValueError, r"positions must have shape \(..., seq, 2\), .* got shape \(4, 3\)"),
         (lambda: nd.apply_rope_nd(torch.randn(4, 8), torch.zeros(5, 2), torch.ones(2, 4)),

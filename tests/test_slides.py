@@ -15,7 +15,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from rope_lab import book, slides
-from rope_lab.i18n import catalogs
+from rope_lab.translations import catalogs
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGLISH = slides.course_notebooks()
@@ -46,7 +46,7 @@ def test_every_notebook_has_the_rules_slide_types_and_riSE_settings(path):
     nb = nbformat.read(path, as_version=4)
     assert slides.stored_types(nb) == slides.slide_types(nb), (
         f"{path.name}: its slide types are not the rule's; run python -m rope_lab.slides "
-        "--mark, then python -m rope_lab.i18n build")
+        "--mark, then python -m rope_lab.translations build")
     assert nb.metadata.get("rise") == slides.RISE_SETTINGS
     shown = [t for cell, t in zip(nb.cells, slides.stored_types(nb), strict=True)
              if slides.is_panel(cell)]

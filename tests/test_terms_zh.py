@@ -12,7 +12,7 @@ import re
 import pytest
 
 from rope_lab import glossary
-from rope_lab.i18n import catalogs, lint
+from rope_lab.translations import catalogs, lint
 
 CATALOGS = catalogs.catalogs() + [catalogs.PACKAGE_PO]
 TERMS = list(csv.DictReader(glossary.TERMS_ZH.open(encoding="utf-8", newline="")))

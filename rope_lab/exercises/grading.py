@@ -117,7 +117,7 @@ def report(exercise: str, title: str, failure: str | None) -> Verdict:
 def _notebook_title(number: str) -> str:
     from rope_lab.course import NOTEBOOKS
 
-    titles = {n.filename[:2]: n.title for n in NOTEBOOKS}  # in the catalog: i18n.catalogs
+    titles = {n.filename[:2]: n.title for n in NOTEBOOKS}  # in the catalog: translations.catalogs
     if number not in titles:
         return _("notebook {number}").format(number=number)
     return _("notebook {number}: {title}").format(number=number, title=_(titles[number]))
@@ -140,7 +140,7 @@ def summary(prefix: str | int = "") -> dict[str, bool]:
               _("No exercises graded yet in this session. Run the exercise cells (each calls "
                 "a check_… function), then summary() again."))
         return chosen
-    from rope_lab import __version__
+    from rope_lab._version import __version__
 
     lines = [_("rope_lab {version} exercises, torch {torch}").format(
         version=__version__, torch=torch.__version__)]

@@ -36,7 +36,7 @@ PACKAGE = Path(__file__).resolve().parents[1]  # the rope_lab folder
 # Sources that describe a result without changing it (provenance, writing files).
 NOT_NUMERIC = frozenset({"timing.py", "_atomic.py", "experiments/_files.py"})
 # Files a module compiles or reads at run time, beside its own source.
-COMPILED_WITH = {"_ckernel.py": ("kernels/rope_half.c",)}
+COMPILED_WITH = {"_ckernel.py": ("kernels/rope.c",)}
 LOCK_SECONDS = 60.0
 
 
@@ -206,7 +206,7 @@ def code_version(entry: str) -> dict:
     package version, and the git commit of a checkout (with ``git_dirty`` when those files
     differ from it). Computed once per process."""
     if entry not in _versions:
-        from rope_lab import __version__
+        from rope_lab._version import __version__
 
         files = sources(entry)
         digest = hashlib.sha256()

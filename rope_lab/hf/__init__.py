@@ -21,6 +21,7 @@ from rope_lab.hf.positions import (
     packed_position_ids,
     position_ids_from_attention_mask,
 )
+from rope_lab.hf.tables import rotary_tables
 
 __all__: list[str] = [
     "ROPE_TYPES",
@@ -38,4 +39,6 @@ __all__: list[str] = [
     "decode_position_ids",
     "packed_position_ids",
     "position_ids_from_attention_mask",
+    # a model's cos/sin tables, for apply_rope(q, cos=..., sin=...)
+    "rotary_tables",
 ]

@@ -1,9 +1,10 @@
 """The language the course speaks, and the package's own messages in that language.
 
 The course exists in English and in 简体中文 (simplified Chinese), from one source: the
-Chinese notebooks are built from the English ones and gettext catalogs (``python -m
-rope_lab.i18n``, see :mod:`rope_lab.i18n.catalogs`). At run time only this module is
-involved, and it needs nothing but the standard library's :mod:`gettext`:
+Chinese notebooks are built from the English ones and gettext catalogs by the build tools of
+:mod:`rope_lab.translations` (``python -m rope_lab.translations``, a floor above the course).
+At run time only this module is involved, the bottom floor every other one may call, and it
+needs nothing but the standard library's :mod:`gettext`:
 
 * the language is chosen once, by ``rope_lab.setup_notebook(language="zh")`` in a Chinese
   notebook's first code cell, or by the environment variable ``ROPE_LAB_LANG`` (``en`` or
@@ -26,7 +27,7 @@ involved, and it needs nothing but the standard library's :mod:`gettext`:
   through :func:`figure_text` instead, which translates only while
   :data:`TRANSLATE_FIGURE_TEXT` is on: without a CJK font matplotlib draws Chinese as empty
   boxes and warns "Glyph … missing" on stderr. The same switch decides whether the notebook
-  catalogs carry the figure text that notebooks pass (:mod:`rope_lab.i18n.notebooks`).
+  catalogs carry the figure text that notebooks pass (:mod:`rope_lab.translations.notebooks`).
 
 Which messages are translated: everything a learner reads (verdicts, grader feedback,
 widget labels, figure text, tables, the glossary, the docstrings ``show_source`` prints).

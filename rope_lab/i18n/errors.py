@@ -9,7 +9,7 @@ installs :func:`show_translated`), and the graders' feedback quotes it.
 Each message is an f-string in the source of one of :data:`MODULES`; its *template* is the
 f-string as written (``"{name} must be an int, got {value!r} of type …"``), found by reading
 the module's syntax tree, so nothing is written twice. The template is the message's msgid
-in the package catalog (:func:`rope_lab.i18n.catalogs.data_messages` adds them); a raised
+in the package catalog (:func:`rope_lab.translations.catalogs.data_messages` adds them); a raised
 message is matched against the templates, and the translation is filled with the values the
 English carried, field by field. A message no template matches stays English.
 """

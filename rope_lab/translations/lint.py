@@ -5,7 +5,7 @@
   printed text keeps its line breaks; no English sentence is left behind; and nothing that
   could run is added (:func:`added_code`): no HTML tag, ``javascript:`` URL or control
   character the English does not have. ``make translations`` refuses to build while any
-  entry has a problem (:func:`rope_lab.i18n.catalogs.translation_problems`).
+  entry has a problem (:func:`rope_lab.translations.catalogs.translation_problems`).
 * :func:`term_problems`: the course's terms (``rope_lab/data/terms_zh.csv``) are used as
   the table says, and the first use in a notebook gives the English in parentheses where
   the table asks for it.
@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rope_lab.i18n.notebooks import _MATH, _strip_fields, replacement_fields
+from rope_lab.translations.notebooks import _MATH, _strip_fields, replacement_fields
 
 TERMS = Path(__file__).resolve().parent.parent / "data" / "terms_zh.csv"
 

@@ -2,7 +2,7 @@
 translation put back together.
 
 A document is segmented exactly as a notebook's markdown cell is
-(:func:`rope_lab.i18n.notebooks._markdown_slots`): one message per paragraph, list item,
+(:func:`rope_lab.translations.notebooks._markdown_slots`): one message per paragraph, list item,
 heading and table; fenced code, display maths and HTML stay as they are. What a notebook
 calls a cell id is here the anchor of the section a message is in (``before-class``), so a
 translator's tool shows ``TEACHING.md#before-class`` as the entry's location and an edit
@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from rope_lab.i18n.notebooks import Link, Message, _apply, _markdown_slots, _Slot, relink
+from rope_lab.translations.notebooks import Link, Message, _apply, _markdown_slots, _Slot, relink
 
 
 def anchor(heading: str) -> str:
@@ -45,6 +45,6 @@ def translate_document(source: str, translate: Callable[[Message], str | None], 
                        link: Link | None = None) -> str:
     """The document in another language: every message through ``translate`` (None: keep
     the English), then every link through ``link`` (see
-    :func:`rope_lab.i18n.notebooks.relink`). Everything else is copied."""
+    :func:`rope_lab.translations.notebooks.relink`). Everything else is copied."""
     translated = _apply(source, _document_slots(source), translate)
     return translated if link is None else relink(translated, link)

@@ -1130,7 +1130,7 @@ def code_drift(english: dict, translated: dict, *, language: str) -> list[str]:
     shape = [(c["cell_type"], c.get("id")) for c in english["cells"]]
     if shape != [(c["cell_type"], c.get("id")) for c in translated["cells"]]:
         return ["the cells differ (types, ids or number): rebuild with "
-                "`python -m rope_lab.i18n build`, never edit a translated notebook"]
+                "`python -m rope_lab.translations build`, never edit a translated notebook"]
     resolver = SignatureResolver(_source(c) for c in english["cells"] if c["cell_type"] == "code")
     told = 0
     for index, (a, b) in enumerate(zip(english["cells"], translated["cells"], strict=True)):
