@@ -665,7 +665,7 @@ def page_html(submission: Submission, rows: list[Row]) -> str:
     """The feedback page of one notebook, in its language; every text escaped."""
     import torch
 
-    from rope_lab import __version__
+    from rope_lab._version import __version__
     from rope_lab.course import NOTEBOOKS
 
     title = next(entry.title for entry in NOTEBOOKS if entry.filename[:2] == submission.number)
