@@ -15,6 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("nox")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import test_install as install  # noqa: E402
 
 
 @functools.cache  # nox warns when a session is registered twice
@@ -94,3 +96,30 @@ sys.exit(1 if name == {failing!r} else 0)
     assert (done.returncode != 0) == bool(failing), done.stdout + done.stderr
     assert (tmp_path / "ran").read_text().split() == ran
     assert sorted(p.name for p in (tmp_path / ".nox").iterdir()) == left
+
+
+@pytest.mark.parametrize("session", ["oldest", "colab"])
+def test_every_pinned_nox_session_resolves(tmp_path, session):
+    """The pins of `make compat`'s sessions resolve from PyPI, in seconds (uv), before
+    `make test` spends a quarter of an hour getting there: a lower bound that no release
+    satisfies beside the others (jupyterlab 4.0 with jupyterlab-rise 0.43.1, which needs
+    4.1) once failed CI only at the oldest session's install."""
+    nox_module = _noxfile()
+    pins = (nox_module.lowest_versions() if session == "oldest"
+            else [*nox_module.COLAB, f"torch=={nox_module.TORCH_HERE}", *nox_module.TRITON_HERE])
+    if not install._reachable(install.PYPI + "/pip/"):
+        pytest.skip("PyPI is not reachable from here") if os.environ.get("CI") != "true" \
+            else pytest.fail("PyPI is not reachable; CI must prove the sessions resolve")
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed (make installs it into .venv)")
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("\n".join(pins) + "\n")
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text(f"-e {ROOT}[{nox_module.EXTRAS}]\n")
+    result = subprocess.run(
+        [uv, "pip", "compile", "--no-config", "--quiet", "--index-url", install.PYPI,
+         "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
+         "--constraint", str(constraints), str(reqs)],
+        env=install.public_index_only(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]

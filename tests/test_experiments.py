@@ -828,4 +828,6 @@ def test_the_stored_results_show_every_direction_the_notebooks_read():
     changed["loss"]["rope+yarn"]["8"] = 99.0  # YaRN no longer the best at 8×
     table = extrapolation.compare_directions(changed)
     assert "YaRN is the best RoPE variant at every longer length" in table
-    assert table.count("← differs") == 2  # that and the ordering at the longest length
+    # that, the ordering at the longest length, and how much of RoPE's rise YaRN removes
+    assert table.count("← differs") == 3
+    assert "dynamic NTK, YaRN remove most of RoPE's rise" in table

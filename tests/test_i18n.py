@@ -590,7 +590,7 @@ def test_code_drift_is_caught():
     left_english = copy.deepcopy(chinese)
     left_english["cells"][1]["source"] = english["cells"][1]["source"]
     for drifted in (left_english, edited("import sys", "import os, sys"),
-                    edited("在其他环境中什么也不做", "在其他环境中不做任何事")):
+                    edited("在此之前它只给出提示", "在此之前它什么也不做")):
         (problem,) = text.code_drift(english, drifted, language="zh")
         assert "the install cell is not the English one in 'zh'" in problem
 
@@ -1013,7 +1013,7 @@ def test_figure_text_follows_the_switch_and_speaks_chinese(chinese, monkeypatch)
     assert live.axes[0].get_title() == "二进制位置编码，d = 3 位：位置 0 … 7"
     losses = plots.extrapolation_losses(_experiment_results())
     labels = {text.get_text() for text in losses.axes[0].texts}
-    assert {"可学习", "正弦", "无位置编码（NoPE）"} <= labels
+    assert {"可学习", "正弦", "NoPE"} <= labels
 
 
 def _experiment_results():
@@ -1191,3 +1191,29 @@ def test_the_translation_commands_say_one_line_and_exit_2(monkeypatch, capsys):
     assert catalogs.main(["update"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No space left on device; no file was changed" in err
+
+
+def test_one_build_writes_the_install_cell_with_the_catalog_it_compiles(tmp_path, monkeypatch):
+    """The Chinese install cell's words come from the package catalog being built, not from
+    the .mo an earlier build left (a changed translation once took two builds to arrive)."""
+    from rope_lab import course
+
+    (tmp_path / "notebooks").mkdir()
+    english = tmp_path / "notebooks" / "01_tiny.ipynb"
+    english.write_text(json.dumps(_notebook(
+        ("markdown", "# 01 · Tiny\n\nThe first paragraph."),
+        ("code", course.install_cell(course.REPOSITORY, course.REF)),
+        ("code", 'import rope_lab as rl\n\nrl.check("it holds", True)'))))
+    _translate_all(catalogs.init("01_tiny", tmp_path))
+    po = tmp_path / catalogs.PACKAGE_PO.relative_to(catalogs.ROOT)
+    po.parent.mkdir(parents=True)
+    catalog = catalogs.read_catalog(catalogs.PACKAGE_PO)
+    for comment, *_ in course.INSTALL_CELL_TEXTS.values():
+        catalog[comment].string = "新的注释"
+    catalogs.write_catalog(catalog, po)
+    # the installed catalog: stale, without these words
+    monkeypatch.setattr(i18n, "_translations", lambda locale: gettext.NullTranslations())
+    catalogs.build(tmp_path)
+    built = json.loads((tmp_path / "notebooks" / "zh_CN" / "01_tiny.ipynb").read_text())
+    assert "".join(built["cells"][1]["source"]).startswith("# 新的注释\n")
+    assert catalogs.stale_outputs(tmp_path) == []

@@ -275,5 +275,5 @@ def test_compare_speaks_chinese_with_the_same_relation(chinese):
     below = ps.compare(results, "a", "b", "copy", "loss", 8)
     same = ps.compare(results, "a", "c", "copy", "loss", 8)
     assert below == "a < b，每个随机种子都如此（1.00–1.20 对 2.00–2.50）" and below.relation == "<"
-    assert same.relation is None and "没有差别" in same
+    assert same.relation is None and "分不出差别" in same
     assert not english_words(below) and not english_words(same)

@@ -129,10 +129,23 @@ def gettext(message: str) -> str:
     locale = LANGUAGES[get_language()]
     if locale is None or not message:  # gettext("") is the catalog's header
         return message
-    return _translations(locale).gettext(message)
+    return (_building.get(locale) or _translations(locale)).gettext(message)
 
 
 _ = gettext
+_building: dict[str, _gettext.NullTranslations] = {}
+
+
+@contextlib.contextmanager
+def using_catalog(locale: str, translations: _gettext.NullTranslations):
+    """The package's messages in ``locale`` from ``translations`` instead of the installed .mo,
+    inside the block: the translation build writes the Chinese install cells with the catalog
+    it is compiling, not the one an earlier build left (which took two builds to settle)."""
+    _building[locale] = translations
+    try:
+        yield
+    finally:
+        del _building[locale]
 
 
 def N_(message: str) -> str:

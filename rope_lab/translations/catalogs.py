@@ -48,6 +48,7 @@ package at run time needs only the compiled .mo and the standard library.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import functools
 import io
@@ -65,7 +66,7 @@ from babel.messages.pofile import denormalize, normalize, read_po, write_po
 
 from rope_lab import _atomic
 from rope_lab.course import notebook_files
-from rope_lab.i18n import DOMAIN, LANGUAGES
+from rope_lab.i18n import DOMAIN, LANGUAGES, using_catalog
 from rope_lab.translations import documents, lint
 from rope_lab.translations import notebooks as text
 
@@ -671,12 +672,14 @@ def build(root: Path = ROOT) -> list[Path]:
     """
     problems = translation_problems(root)
     outputs = expected_outputs(root)
-    for path, content in outputs.items():
-        if path.suffix == ".ipynb":
-            english = english_source(path.stem, root)
-            problems += [f"{path.relative_to(root)}: {problem}" for problem in text.code_drift(
-                json.loads(english.read_text(encoding="utf-8")), json.loads(content),
-                language=LANGUAGE)]
+    with package_catalog(root):
+        for path, content in outputs.items():
+            if path.suffix == ".ipynb":
+                english = english_source(path.stem, root)
+                problems += [f"{path.relative_to(root)}: {problem}"
+                             for problem in text.code_drift(
+                                 json.loads(english.read_text(encoding="utf-8")),
+                                 json.loads(content), language=LANGUAGE)]
     if problems:
         raise TranslationError(f"{len(problems)} problem(s), nothing written:\n  "
                                + "\n  ".join(problems))
@@ -717,6 +720,31 @@ def expected_outputs(root: Path = ROOT) -> dict[Path, bytes]:
     paths = catalogs(root)
     stems = {path.stem for path in paths}
     outputs, built = {}, {}
+    with package_catalog(root) as package_mo:
+        _build_all(paths, stems, root, outputs, built)
+        outputs[root / INDEX.relative_to(ROOT)] = index_markdown(built, root).encode()
+    if package_mo is not None:
+        outputs[root / PACKAGE_PO.relative_to(ROOT).with_suffix(".mo")] = package_mo
+    return outputs
+
+
+@contextlib.contextmanager
+def package_catalog(root: Path = ROOT):
+    """Inside the block, the package's Chinese messages (the install cells, the index) come
+    from ``root``'s rope_lab.po as compiled now, not from the .mo an earlier build left; yields
+    the compiled bytes (None without a package catalog)."""
+    import gettext
+
+    package_po = root / PACKAGE_PO.relative_to(ROOT)
+    if not package_po.exists():
+        yield None
+        return
+    package_mo = mo_bytes(package_po)
+    with using_catalog(LANGUAGES[LANGUAGE], gettext.GNUTranslations(io.BytesIO(package_mo))):
+        yield package_mo
+
+
+def _build_all(paths, stems, root, outputs, built) -> None:
     for path in paths:
         english = english_source(path.stem, root)
         if is_document(english):
@@ -726,11 +754,6 @@ def expected_outputs(root: Path = ROOT) -> dict[Path, bytes]:
         notebook = build_notebook(english, read_catalog(path), stems, root)
         built[path.stem] = notebook
         outputs[translated_path(english, root)] = notebook_json(notebook).encode()
-    outputs[root / INDEX.relative_to(ROOT)] = index_markdown(built, root).encode()
-    package_po = root / PACKAGE_PO.relative_to(ROOT)
-    if package_po.exists():
-        outputs[package_po.with_suffix(".mo")] = mo_bytes(package_po)
-    return outputs
 
 
 # --- what the tests check -------------------------------------------------------------------

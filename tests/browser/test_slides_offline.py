@@ -9,6 +9,9 @@ import pytest
 from conftest import ARTIFACTS, ROOT, offline_page
 from rope_lab import book, slides
 
+# beside the executed book (one worker of `make browser`): the decks reuse its runs
+pytestmark = pytest.mark.xdist_group("executed-book")
+
 # one deck per edition: notebook 03 has maths, a frozen slider panel, code and exercises
 DECKS = [ROOT / "notebooks" / "03_rope_in_2d.ipynb",
          ROOT / "notebooks" / "zh_CN" / "03_rope_in_2d.ipynb"]
