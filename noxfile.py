@@ -12,6 +12,10 @@ every notebook (course and solutions).
   deprecation in a new transformers, numpy or matplotlib shows up here before a learner
   sees it. torch is the exception, see :func:`newest`.
 
+Of the test files a session runs, it runs the fast tests and the slow tests marked
+``versions`` (a slow test whose subject is a library); the rest of the slow tests drive the
+project's tooling (git, pip, compilers, signals), which ``make test`` runs in .venv.
+
 Each session runs what the releases it installs can change: the test files and notebooks
 that depend on a course library whose installed release differs from .venv's (the rule,
 and why it is safe, is scripts/version_dependent.py's; the session logs which releases
@@ -70,8 +74,10 @@ COLAB = [
     "ipykernel==6.17.1",
 ]
 
-# What each session runs, after installing: the unit tests and every English notebook and
-# solution (the Chinese twins run the same code: tests/test_i18n.py checks that), each once
+# What each session runs, after installing: the unit tests (the fast ones, and the slow ones
+# about a library's behaviour: scripts/version_dependent.py's SESSION_MARKERS) and every
+# English notebook and solution (the Chinese twins run the same code: tests/test_i18n.py
+# checks that), each once
 # (the re-run after Run All tests the notebooks, not the library versions; `make notebooks`
 # runs both editions and the re-run), on every core. Not the tests of the pinned install
 # itself (test_project, test_install: `make test` runs those); of the rest, the files that
@@ -206,9 +212,9 @@ def _install_and_run(session: nox.Session, pins: list[str], *, newest: bool = Fa
                         rule.dependent_files(notebooks, changed))
     session.log(f"{len(tests)} test files and {len(notebooks)} notebooks depend on them")
     env = {"MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
-    if tests:
-        session.run(*UNIT, "-n", jobs(), *[p.relative_to(ROOT).as_posix() for p in tests],
-                    *session.posargs, env=env)
+    if tests:  # the fast tests and the slow ones about a library (the rule's markers)
+        session.run(*UNIT, "-n", jobs(), "-m", rule.SESSION_MARKERS,
+                    *[p.relative_to(ROOT).as_posix() for p in tests], *session.posargs, env=env)
     if notebooks:
         session.run(*NOTEBOOKS, "-n", jobs(),
                     *[p.relative_to(ROOT).as_posix() for p in notebooks], env=env)

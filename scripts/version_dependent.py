@@ -19,6 +19,15 @@ The rule, read from the files (nothing is run):
   their releases change how the course is checked, not what a learner runs.
 - A session runs the files that depend on a course distribution whose installed version
   differs from ``make``'s environment (.venv). Every test file is still collected there.
+- Of those files a session runs the fast tests and, of the slow ones (marked ``slow``), those
+  marked ``versions`` too (``-m "not slow or versions"``). A slow test that names a course
+  library's module in its own code (``transformers``, ``nh3``, ``matplotlib`` …: its subject
+  is that library's behaviour) must carry ``versions``: :func:`unmarked_library_tests`
+  finds those that do not, and the tests fail on one. numpy and torch do not count there:
+  every test and every notebook runs them, and the sessions run every fast test and every
+  notebook that depends on them. The other slow tests drive the project's own tooling in
+  subprocesses (git, pip, compilers, signals, locks, the mutant copies of the package), the
+  same under any release; ``make test`` runs them in .venv.
 
 ``python scripts/version_dependent.py DIST...`` lists the files that depend on those
 distributions.
@@ -247,6 +256,60 @@ def installed_versions(names) -> dict[str, str | None]:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             found[name] = None
+    return found
+
+
+# Every test and notebook runs these; the fast tests that depend on them run in the sessions.
+BASE = frozenset({"numpy", "torch"})
+SESSION_MARKERS = "not slow or versions"
+
+
+def _marks(decorators) -> set[str]:
+    """Names of the pytest marks among ``decorators`` (``@pytest.mark.slow`` → "slow")."""
+    found = set()
+    for decorator in decorators:
+        node = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "mark"):
+            found.add(node.attr)
+    return found
+
+
+def _module_marks(tree: ast.Module) -> set[str]:
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(target, ast.Name) and target.id == "pytestmark"
+                for target in node.targets):
+            values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) \
+                else [node.value]
+            found |= _marks(values)
+    return found
+
+
+def unmarked_library_tests(path: Path, root: Path = ROOT) -> list[str]:
+    """The slow tests of test file ``path`` that name a course library's module (numpy and
+    torch aside, :data:`BASE`) in their own code and are not marked ``versions``."""
+    modules = modules_of()
+    libraries = {module for name in course_distributions(root) - BASE
+                 for module in modules.get(name, set())}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    module_marks = _module_marks(tree)
+    found = []
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                or not node.name.startswith("test"):
+            continue
+        marks = module_marks | _marks(node.decorator_list)
+        if "slow" not in marks or "versions" in marks:
+            continue
+        named = {child.id for child in ast.walk(node) if isinstance(child, ast.Name)}
+        named |= {alias.name.split(".")[0] for child in ast.walk(node)
+                  if isinstance(child, (ast.Import, ast.ImportFrom))
+                  for alias in (child.names if isinstance(child, ast.Import) else
+                                [ast.alias(child.module or "")])}
+        if named & libraries:
+            found.append(f"{path.name}::{node.name} names {sorted(named & libraries)}")
     return found
 
 

@@ -761,6 +761,7 @@ def _hostile_notebook(folder: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.versions
 def test_no_script_handler_frame_or_javascript_url_reaches_a_page(tmp_path):
     """Issue 35: the book passed notebook markdown <script>, onerror=, javascript: links,
     <iframe> and text/html outputs through verbatim."""

@@ -310,6 +310,7 @@ def test_plotted_numbers_are_the_committed_ones(committed):
 
 
 @pytest.mark.slow
+@pytest.mark.versions
 def test_figures_fit_the_projector(committed):
     """~848 px wide at the course's 90 dpi, no text under 14 px."""
     from matplotlib.text import Text

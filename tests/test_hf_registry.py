@@ -244,6 +244,7 @@ def counts(results, form="object"):
 
 
 @pytest.mark.slow
+@pytest.mark.versions
 def test_every_registered_model_type_matches_or_is_refused_clearly():
     results = survey()
     for form in FORMS:
@@ -259,6 +260,7 @@ def test_every_registered_model_type_matches_or_is_refused_clearly():
 
 
 @pytest.mark.slow
+@pytest.mark.versions
 def test_the_rules_file_matches_the_classes_it_was_written_from():
     """The committed rules of the installed release are what its classes say now (a sample
     of the model types: every one with a rule beyond plain defaults, and every fifth)."""

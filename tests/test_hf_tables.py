@@ -51,6 +51,9 @@ def _their_rotation(config, text, layer_type, q, k, position_ids):
             t[..., :r].transpose(1, 2), sin, cos).transpose(1, 2), t[..., r:]), -1)
         return cos, sin, rotate(q), rotate(k), ("interleaved", "interleaved", True, False)
     rotary = oracle.build_rotary(text)
+    if rotary is None:  # transformers before ~4.48: some rotary classes take (dim, base), no config
+        pytest.skip(f"transformers {transformers.__version__}: {model_type}'s rotary embedding "
+                    "is not built from its config")
     kwargs = {"layer_type": layer_type} if layer_type and "layer_type" in \
         inspect.signature(rotary.forward).parameters else {}
     with torch.no_grad():
@@ -88,6 +91,7 @@ def _our_rotation(t, cos, sin, how, head):
 
 
 @pytest.mark.slow
+@pytest.mark.versions
 @pytest.mark.parametrize("name, layer_type", ATLAS, ids=[f"{n}-{t}" if t else n for n, t in ATLAS])
 def test_apply_rope_with_tables_equals_transformers(name, layer_type):
     config = report.load_fixture(name)

@@ -237,6 +237,7 @@ def submit(course: Path, student: str, answers: dict[str, str],
 
 
 @pytest.mark.slow
+@pytest.mark.versions
 def test_generate_submit_autograde_export_with_nbgrader(tmp_path):
     """Three students hand in notebook 03: a right one, an honestly wrong one (the clockwise
     rotation), and a hostile one (a function that ends the grader's process, and its test

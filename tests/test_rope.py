@@ -377,6 +377,7 @@ def test_pytorch_float32_cos_is_off_by_an_ulp_about_once_in_twenty():
 
 
 @pytest.mark.slow
+@pytest.mark.versions
 def test_theta_is_correctly_rounded_and_transformers_differs_as_documented():
     """apply_rope's docstring: transformers' float32 θ_i differs from rope_lab's in 19 of 64
     pairs at base 10⁴, d = 128, by one unit in the last place each, and cos/sin over

@@ -347,6 +347,7 @@ def test_displayed_width_counts_the_tight_padding():
 
 
 @pytest.mark.slow
+@pytest.mark.versions
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_figure_fits_the_projector(name):
     """At 1280 × 800 with JupyterLab's sidebar open the output is about 848 px wide, and a

@@ -135,3 +135,29 @@ def test_what_a_test_file_imports_when_collected_is_in_its_closure(test_file, tm
     needed = {name for name in course if modules.get(name, set()) & imported}
     missed = needed - rule.distributions_reached(ROOT / "tests" / test_file)
     assert missed == set(), f"{test_file} imports {missed} and the rule does not see it"
+
+
+def test_a_slow_test_of_a_librarys_behaviour_runs_in_the_sessions():
+    """The sessions run `-m "not slow or versions"`: a slow test that names a course library
+    in its own code (its subject is that library) must be marked versions."""
+    tests = sorted((ROOT / "tests").glob("test_*.py"))
+    assert [found for path in tests for found in rule.unmarked_library_tests(path)] == []
+
+
+def test_the_guard_sees_a_slow_library_test_without_the_mark(tmp_path):
+    path = tmp_path / "test_x.py"
+    path.write_text(
+        "import pytest\n\n\n@pytest.mark.slow\ndef test_a():\n    import transformers\n\n\n"
+        "@pytest.mark.slow\n@pytest.mark.versions\ndef test_b():\n    import matplotlib\n\n\n"
+        "@pytest.mark.slow\ndef test_c():\n    import numpy, subprocess\n\n\n"
+        "def test_d():\n    import nh3\n")
+    assert rule.unmarked_library_tests(path) == ["test_x.py::test_a names ['transformers']"]
+    path.write_text("import pytest\n\npytestmark = [pytest.mark.slow]\n\n\n"
+                    "def test_e():\n    return matplotlib.figure\n")
+    assert rule.unmarked_library_tests(path) == ["test_x.py::test_e names ['matplotlib']"]
+
+
+def test_the_sessions_select_with_the_rules_markers():
+    noxfile = (ROOT / "noxfile.py").read_text(encoding="utf-8")
+    assert "rule.SESSION_MARKERS" in noxfile
+    assert rule.SESSION_MARKERS == "not slow or versions"
