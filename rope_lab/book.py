@@ -1210,15 +1210,24 @@ def main(argv=None) -> int:
     if not order:
         print("no notebooks found in notebooks/; nothing to publish", file=sys.stderr)
         return 1
+    return build_and_report("book", build, problems, args.out, order, no_cache=args.no_cache,
+                            written="notebook page(s)")
+
+
+def build_and_report(command: str, build_site, find_problems, out: Path, order: list[Path], *,
+                     no_cache: bool, written: str) -> int:
+    """``make book``'s and ``make slides``' last step: build the site (runs from
+    build/executed/ unless ``no_cache``), print every problem found in it and one summary
+    line; returns the exit status (1 when the build could not run or found a problem)."""
     try:
-        build(args.out, order, progress=True, cache=None if args.no_cache else runner.CACHE_DIR)
+        build_site(out, order, progress=True, cache=None if no_cache else runner.CACHE_DIR)
     except MissingBookDependency as error:
-        print(f"book: {error}", file=sys.stderr)
+        print(f"{command}: {error}", file=sys.stderr)
         return 1
-    found = problems(args.out, order)
+    found = find_problems(out, order)
     for problem in found:
-        print(f"book: {problem}", file=sys.stderr)
-    print(f"book: {len(order)} notebook page(s) in {args.out}"
+        print(f"{command}: {problem}", file=sys.stderr)
+    print(f"{command}: {len(order)} {written} in {out}"
           + (f", {len(found)} problem(s)" if found else ""))
     return 1 if found else 0
 

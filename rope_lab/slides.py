@@ -292,18 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         print(f"slides: --out {args.out}: exists and is not a folder", file=sys.stderr)
         return 2
-    try:
-        build(args.out, order, progress=True,
-              cache=None if args.no_cache else runner.CACHE_DIR)
-    except book.MissingBookDependency as error:
-        print(f"slides: {error}", file=sys.stderr)
-        return 1
-    found = problems(args.out, order)
-    for problem in found:
-        print(f"slides: {problem}", file=sys.stderr)
-    print(f"slides: {len(order)} deck(s) in {args.out}"
-          + (f", {len(found)} problem(s)" if found else ""))
-    return 1 if found else 0
+    return book.build_and_report("slides", build, problems, args.out, order,
+                                 no_cache=args.no_cache, written="deck(s)")
 
 
 if __name__ == "__main__":
