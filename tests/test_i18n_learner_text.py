@@ -35,7 +35,7 @@ def test_an_error_reads_chinese_with_its_english_kept(chinese):
     error = _binary_error()
     message = errors.error_message(error)
     first, second = message.splitlines()
-    assert first == "dim = 5 位的 binary_pe 最多只能为 2**5 = 32 个位置编号，收到的是 length = 33"
+    assert first == "dim = 5 位的 binary_pe 最多只能为 2 的 5 次方（32）个位置编号，收到的是 length = 33"
     assert second == f"（英文原文：{error}）"
 
 
@@ -74,7 +74,7 @@ def test_a_notebook_cell_shows_the_translation_under_the_traceback(chinese, caps
         shell.set_custom_exc((), None)
     shown = capsys.readouterr()
     text = shown.out + shown.err
-    assert "got length = 33" in text and "最多只能为 2**5 = 32 个位置编号" in text
+    assert "got length = 33" in text and "最多只能为 2 的 5 次方（32）个位置编号" in text
 
 
 def test_a_grader_quotes_the_package_error_in_chinese_and_english(chinese):

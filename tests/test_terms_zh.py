@@ -65,6 +65,21 @@ def test_the_chinese_edition_writes_no_avoided_form(po):
     assert not problems, problems
 
 
+# One coordinate named by its index is 第 j 维, never 特征 j (the review's 特征 $j$, 特征 0);
+# 特征 stays for linear attention's features φ(q), which follow it as \varphi, not as an index.
+INDEXED_FEATURE = re.compile(r"特征\s*\$?\s*(?:[0-9]|[a-z](?![a-z]))")
+
+
+def _indexed_features(messages):
+    return [msgstr[:70] for _, msgstr in messages if INDEXED_FEATURE.search(msgstr)]
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=lambda p: p.stem)
+def test_a_coordinate_is_a_dimension_not_a_feature(po):
+    found = _indexed_features(_translated(po))
+    assert not found, found
+
+
 @pytest.mark.parametrize("po", CATALOGS, ids=lambda p: p.stem)
 def test_one_number_style(po):
     """Thousands with a comma, as the printed numbers have them ({n:,}): never "10 000"."""
@@ -81,6 +96,12 @@ def test_the_checks_can_fail():
     assert _problems([("", "[0, 0.273) rad 之内")], avoided)
     assert not _problems([("", "梯度 gradient 与代码 `rad`")], avoided[-1:])
     assert not _problems([("", "(R + Rᵀ)/2 的两个特征值都是 cos φ")], avoided)
+    assert _problems([("", "笔记本 03 旋转的是一对特征。")], avoided)
+    assert _problems([("", "然后专门去看特征布局")], avoided)
+    assert _indexed_features([("", "`rotate_half` 把特征 $j$ 与特征 $j + 64$ 配成一对")])
+    assert _indexed_features([("", "HF 把特征 i 与 i + d/2 配对（特征 0 落到特征 0 和 4）")])
+    assert not _indexed_features([("", "用正的特征 $\\varphi(q)\\cdot\\varphi(k)$ 代替 softmax")])
+    assert not _problems([("", "这里使用的特征映射（feature map）")], avoided)
 
 
 def test_the_glossary_shows_the_term_table():
