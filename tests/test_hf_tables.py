@@ -14,6 +14,7 @@ comparisons:
   the rotated q and k.
 """
 
+import copy
 import importlib
 import inspect
 import warnings
@@ -56,6 +57,13 @@ def _their_rotation(config, text, layer_type, q, k, position_ids):
                     "is not built from its config")
     kwargs = {"layer_type": layer_type} if layer_type and "layer_type" in \
         inspect.signature(rotary.forward).parameters else {}
+    local = getattr(text, "rope_local_base_freq", None)
+    if layer_type == "sliding_attention" and not kwargs and local is not None:
+        # transformers 4's Gemma 3: the sliding layers' rotary is a second module, built from a
+        # copy of the config with the local base and no scaling (as the model builds it)
+        copied = copy.deepcopy(text)
+        copied.rope_theta, copied.rope_scaling = local, {"rope_type": "default"}
+        rotary = type(rotary)(config=copied)
     with torch.no_grad():
         try:
             tables = rotary(q, position_ids, **kwargs)
