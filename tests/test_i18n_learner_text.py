@@ -35,7 +35,8 @@ def test_an_error_reads_chinese_with_its_english_kept(chinese):
     error = _binary_error()
     message = errors.error_message(error)
     first, second = message.splitlines()
-    assert first == "dim = 5 位的 binary_pe 最多只能为 2 的 5 次方（32）个位置编号，收到的是 length = 33"
+    assert first == ("dim = 5 位的 binary_pe 最多只能为 2 的 5 次方（32）个位置编号，"
+                     "收到的是 length = 33")
     assert second == f"（英文原文：{error}）"
 
 
