@@ -260,14 +260,7 @@ def shown_objects(root: Path = ROOT) -> list[tuple[object, str]]:
                 tree = ast.parse(source)
             except SyntaxError:
                 continue
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    for name in node.names:
-                        aliases[name.asname or name.name.split(".")[0]] = (
-                            name.name if name.asname else name.name.split(".")[0])
-                elif isinstance(node, ast.ImportFrom) and node.module:
-                    for name in node.names:
-                        aliases[name.asname or name.name] = f"{node.module}.{name.name}"
+            aliases.update(text.import_aliases(tree))
             for node in ast.walk(tree):
                 if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
                         node.func, "id", None)) == "show_source" and node.args):

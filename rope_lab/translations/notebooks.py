@@ -214,6 +214,22 @@ def _markdown_slots(source: str, cell_id: str) -> list[_Slot]:
 
 # --- code: where literals are read -----------------------------------------------------------
 
+def import_aliases(tree: ast.AST) -> dict[str, str]:
+    """Each name an ``import`` in ``tree`` binds → the dotted path it stands for (``import
+    rope_lab as rl``: rl → rope_lab; ``import rope_lab.plots``: rope_lab → rope_lab; ``from
+    rope_lab import plots as p``: p → rope_lab.plots). Relative imports are left out."""
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return found
+
+
 class SignatureResolver:
     """Parameter names of the functions a notebook calls (rope_lab's and its own).
 
@@ -230,17 +246,10 @@ class SignatureResolver:
                 tree = ast.parse(source)
             except SyntaxError:
                 continue
+            self.aliases.update({name: path for name, path in import_aliases(tree).items()
+                                 if path.split(".")[0] == "rope_lab"})
             for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    for alias in node.names:
-                        if alias.name.split(".")[0] == "rope_lab":
-                            self.aliases[alias.asname or alias.name.split(".")[0]] = (
-                                alias.name if alias.asname else "rope_lab")
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and (
-                        node.module or "").split(".")[0] == "rope_lab":
-                    for alias in node.names:
-                        self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-                elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                     self.local[node.name] = [a.arg for a in node.args.posonlyargs
                                              + node.args.args]
 
