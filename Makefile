@@ -108,7 +108,9 @@ $(TEST_STAMP): pyproject.toml constraints.txt Makefile
 	touch $(LAB_STAMP) $(TEST_STAMP)
 
 # pytest workers: one per core (JOBS=N to choose). Most of the unit tests' time is spent
-# waiting (subprocesses, kernels, the network), so they get twice as many workers as cores.
+# waiting (subprocesses, kernels, the network), so they get twice as many workers as cores;
+# the slow tests are handed out first (tests/conftest.py) and an idle worker takes work from
+# a busy one (--dist worksteal), so the run does not end on one long test started last.
 JOBS ?= $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 UNIT_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 
@@ -119,7 +121,7 @@ lint: install-test
 	$(VENV)/bin/lint-imports
 
 unit: install-test
-	$(PY) -m pytest tests --ignore=tests/browser -n $(UNIT_JOBS)
+	$(PY) -m pytest tests --ignore=tests/browser -n $(UNIT_JOBS) --dist worksteal
 
 # Both editions and the solutions, each notebook's cells on one worker (its kernel).
 notebooks: install-test

@@ -54,3 +54,9 @@ def grader_worker():
         time.sleep(0.05)
     assert grading._worker.ready, "the graders' worker did not start"
     return grading._worker
+
+
+# Longest first: with pytest-xdist (`make unit`), a run ends when its last test does, so the
+# slow tests start at once and the thousands of fast ones fill the workers around them.
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable

@@ -263,16 +263,23 @@ def test_a_class_of_hostile_submissions_costs_each_mistake_one_answer(tmp_path):
     assert '<html lang="zh-CN">' in page and "<script>" not in page and "性能" in page
 
 
+# Untouched course notebooks graded whole: three of the lighter ones (every course notebook
+# runs under nbval in `make notebooks`; grading all thirteen here cost a minute and a half).
+UNTOUCHED = ("00", "03", "07")
+
+
 @pytest.mark.slow
 def test_the_solutions_pass_and_the_untouched_notebooks_fail(tmp_path):
-    for source, target in ((NOTEBOOKS / "solutions", tmp_path / "solutions"),
-                           (NOTEBOOKS, tmp_path / "untouched")):
+    for source, target, numbers in ((NOTEBOOKS / "solutions", tmp_path / "solutions", None),
+                                    (NOTEBOOKS, tmp_path / "untouched", UNTOUCHED)):
         target.mkdir()
         for path in notebook_files(source):
-            shutil.copy(path, target)
+            if numbers is None or path.name[:2] in numbers:
+                shutil.copy(path, target)
     status, rows = _grade(tmp_path, tmp_path / "solutions", tmp_path / "untouched",
                           extra=["--jobs", "2"])
-    assert status == 0 and len(rows) == 2 * len(GRADERS)
+    untouched = [g for g in GRADERS if g.exercise[:2] in UNTOUCHED]
+    assert untouched and status == 0 and len(rows) == len(GRADERS) + len(untouched)
     for (name, exercise), row in rows.items():
         if name.endswith("_solutions.ipynb"):
             assert row["passed"] == "1", (name, exercise, row["feedback"])

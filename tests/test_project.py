@@ -2,6 +2,7 @@
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -581,3 +582,31 @@ def test_a_document_states_a_time_or_size_with_its_source(document):
     unsourced = [sentence for sentence in sentences if _MEASURE.search(sentence)
                  and not _LIMIT.search(sentence) and not _COMMAND.search(sentence)]
     assert unsourced == [], f"{document}: times or sizes with no source: {unsourced}"
+
+
+@pytest.mark.slow
+def test_xdist_groups_keep_their_tests_on_one_worker(tmp_path):
+    """`make browser` keeps the tests that share a costly fixture (the executed book, a
+    JupyterLab) on one worker with `--dist loadgroup`. pytest 9.2 broke that silently
+    (pytest-xdist#1386: no error, the groups ran on both workers and the book was executed
+    twice), so constraints.txt holds pytest 9.1; this fails on a pair that breaks it."""
+    for name in ("a", "b"):
+        (tmp_path / f"test_{name}.py").write_text(
+            "import os\n\nimport pytest\n\n"
+            f"pytestmark = pytest.mark.xdist_group('{name}')\n\n\n"
+            "@pytest.mark.parametrize('i', range(4))\n"
+            f"def test_{name}(i):\n"
+            f"    with open('workers.txt', 'a') as out:\n"
+            f"        out.write('{name} ' + os.environ['PYTEST_XDIST_WORKER'] + '\\n')\n")
+    # xdist alone: loading every installed plugin in three processes cost most of a minute
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "xdist.plugin", "-n", "2", "--dist", "loadgroup", "."],
+                          cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert done.returncode == 0, done.stdout[-2000:]
+    lines = (tmp_path / "workers.txt").read_text().split("\n")
+    workers = {group: {line.split()[1] for line in lines if line.startswith(group + " ")}
+               for group in ("a", "b")}
+    assert all(len(used) == 1 for used in workers.values()), (
+        f"the groups ran on these workers: {workers} (pytest "
+        f"{metadata.version('pytest')}, pytest-xdist {metadata.version('pytest-xdist')})")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -111,26 +112,38 @@ def test_every_file_that_names_transformers_is_chosen_for_it():
     assert set(rule.dependent_files(notebooks, {"matplotlib"})) == set(notebooks)
 
 
+def _collected(path: str) -> set[str]:
+    """The top-level modules a fresh process has imported once pytest collected ``path``."""
+    probe = ("import json, sys, pytest; pytest.main(['-q', '--collect-only', '-p', "
+             f"'no:cacheprovider', '{path}']); "
+             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+    # without the installed plugins (nbval, hypothesis's, xdist …): what they import is
+    # nobody's test file's, and loading them cost most of each collection
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                          text=True, check=True,
+                          env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert " error" not in done.stdout, done.stdout[-2000:]
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.fixture(scope="module")
+def imported_by_any_test(tmp_path_factory) -> set[str]:
+    """What pytest and its plugins import for any file (not the test file's doing), and what
+    torch imports when it finds it (torch is the same release in every session): once."""
+    path = tmp_path_factory.mktemp("nothing") / "test_nothing.py"
+    path.write_text("import torch\n\ndef test():\n    pass\n")
+    return _collected(str(path))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("test_file", ["test_hf_config.py", "test_plots_05.py",
                                        "test_decay.py", "test_git_after_save.py"])
-def test_what_a_test_file_imports_when_collected_is_in_its_closure(test_file, tmp_path):
+def test_what_a_test_file_imports_when_collected_is_in_its_closure(test_file,
+                                                                  imported_by_any_test):
     """The rule reads files; Python runs them. Collecting a test file in a fresh process
     imports what it imports: every course library among that must be in the rule's view."""
     course = rule.course_distributions()
-
-    def collected(path: str) -> set[str]:
-        probe = ("import json, sys, pytest; pytest.main(['-q', '--collect-only', '-p', "
-                 f"'no:cacheprovider', '{path}']); "
-                 "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
-        done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
-                              text=True, check=True)
-        return set(json.loads(done.stdout.strip().splitlines()[-1]))
-
-    # what pytest and its plugins import for any file is not the test file's doing, nor
-    # what torch imports when it finds it (torch is the same release in every session)
-    (tmp_path / "test_nothing.py").write_text("import torch\n\ndef test():\n    pass\n")
-    imported = collected(f"tests/{test_file}") - collected(str(tmp_path / "test_nothing.py"))
+    imported = _collected(f"tests/{test_file}") - imported_by_any_test
     modules = rule.modules_of()
     needed = {name for name in course if modules.get(name, set()) & imported}
     missed = needed - rule.distributions_reached(ROOT / "tests" / test_file)

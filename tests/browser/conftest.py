@@ -223,14 +223,24 @@ def lab_url(chromium, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def executed_site(tmp_path_factory) -> Path:
-    """The book built as ``make book`` builds it, both editions, every notebook executed (by
-    rope_lab.runner, which reuses a run from build/executed/ while the notebook and the
-    package are unchanged, as after `make book` or `make check`): once a session."""
+def executed_notebooks() -> dict:
+    """Every notebook of the book, both editions, executed by rope_lab.runner (which reuses a
+    run from build/executed/ while the notebook and the package are unchanged, as after
+    `make book` or `make check`): once a session. Path -> the executed notebook."""
+    from rope_lab import book, runner
+
+    return {run.path: run.notebook
+            for run in runner.run_notebooks(book.book_notebooks(), progress=False)}
+
+
+@pytest.fixture(scope="session")
+def executed_site(tmp_path_factory, executed_notebooks) -> Path:
+    """The book built as ``make book`` builds it, from those runs (taken from
+    build/executed/, where the runner has just put them)."""
     from rope_lab import book
 
     out = tmp_path_factory.mktemp("executed-book") / "site"
-    book.build(out, book.book_notebooks(), run=True, log=lambda _: None)
+    book.build(out, list(executed_notebooks), run=True, log=lambda _: None)
     return out
 
 
