@@ -123,10 +123,12 @@ lint: install-test
 unit: install-test
 	$(PY) -m pytest tests --ignore=tests/browser -n $(UNIT_JOBS) --dist worksteal
 
-# Both editions and the solutions, each notebook's cells on one worker (its kernel).
+# Both editions and the solutions, each notebook's cells on one worker (its kernel). Each
+# run that passes is kept in build/executed/ (--keep-runs, conftest.py), where `make book`,
+# `make check` and the browser stage's book take it instead of running the notebook again.
 notebooks: install-test
 	$(PY) -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider -n $(JOBS) \
-		--dist loadfile notebooks
+		--dist loadfile --keep-runs notebooks
 
 # The widgets and the offline book in a real browser: JupyterLab + headless Debian
 # Chromium, driven by Playwright. Screenshots land in test-artifacts/browser/.

@@ -7,7 +7,10 @@ last cell first, as for a learner who goes back to a cell; `--nbval-no-rerun` sk
 pass); and each
 notebook's run time is reported in the summary, so the "under 20 s" budget and the cost of
 the re-run pass are visible on every run (also with pytest-xdist: run a notebook's cells on
-one worker, ``-n N --dist loadfile``, as `make notebooks` does).
+one worker, ``-n N --dist loadfile``, as `make notebooks` does). With ``--keep-runs`` each
+notebook's first pass is recorded (the kernel's messages, the cells run into the history as
+in JupyterLab) and, when no cell failed, kept as rope_lab.runner keeps a run of its own
+(:func:`rope_lab.runner.keep_run`), for `make book` to take instead of running it again.
 """
 
 import time
@@ -25,6 +28,9 @@ RERUN = "re-run after Run All"
 def pytest_addoption(parser):
     parser.addoption("--nbval-no-rerun", action="store_true",
                      help="do not run every notebook cell a second time after Run All")
+    parser.addoption("--keep-runs", nargs="?", const="", default=None, metavar="DIR",
+                     help="keep each notebook's run (outputs and widget state) in DIR (default "
+                          "build/executed/) for `make book`, which then does not run it again")
 
 
 @pytest.hookimpl(trylast=True)
@@ -68,13 +74,70 @@ def pytest_runtest_setup(item):
         pytest.skip("a cell of this notebook failed already; re-running the rest says nothing")
 
 
+def _record(notebook) -> None:
+    """From now on, keep the kernel's iopub messages for each cell nbval runs in
+    ``notebook`` (its first pass) on ``notebook.rope_lab_replies``."""
+    notebook.rope_lab_replies, notebook.rope_lab_current = [], None
+    kernel, receive = notebook.kernel, notebook.get_kernel_message
+
+    def recording_execute(source, allow_stdin=False):
+        # as nbval runs a cell, but into the history as JupyterLab and nbclient do: without
+        # it IPython numbers no cell and shows the value of a line that ends with ";"
+        notebook.rope_lab_msg_id = kernel.kc.execute(
+            source, store_history=True, allow_stdin=allow_stdin, stop_on_error=False)
+        return notebook.rope_lab_msg_id
+
+    def recording_receive(timeout=None, stream="iopub"):
+        message = receive(timeout=timeout, stream=stream)
+        current = notebook.rope_lab_current
+        if (stream == "iopub" and current is not None
+                and message["parent_header"].get("msg_id") == notebook.rope_lab_msg_id):
+            current[1].append(message)
+        return message
+
+    notebook.kernel.execute_cell_input = recording_execute
+    notebook.get_kernel_message = recording_receive
+
+
+def _start_keeping(item) -> None:
+    """`--keep-runs`: record the first pass of item's notebook, cell by cell."""
+    notebook = item.parent
+    if not hasattr(notebook, "rope_lab_replies"):
+        _record(notebook)
+    index = next(i for i, cell in enumerate(notebook.nb.cells) if cell is item.cell)
+    notebook.rope_lab_current = (index, [])
+
+
+def _finish_keeping(item) -> None:
+    """After the notebook's last code cell ran without a failure, hand its run to
+    rope_lab.runner.keep_run (which keeps a whole run without an error only)."""
+    notebook = item.parent
+    notebook.rope_lab_replies.append(notebook.rope_lab_current)
+    notebook.rope_lab_current = None
+    code_cells = sum(cell.cell_type == "code" for cell in notebook.nb.cells)
+    if len(notebook.rope_lab_replies) == code_cells and not getattr(
+            notebook, "rope_lab_failed", False):
+        from rope_lab import runner
+
+        folder = item.config.getoption("--keep-runs")
+        runner.keep_run(Path(notebook.path), notebook.rope_lab_replies,
+                        cache=Path(folder) if folder else runner.CACHE_DIR)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     if not hasattr(item, "cell"):  # not an nbval cell
         return (yield)
+    keeping = (item.config.getoption("--keep-runs") is not None
+               and not getattr(item, "rerun", False))
+    if keeping:
+        _start_keeping(item)
     start = time.perf_counter()
     try:
-        return (yield)
+        result = yield
+    except BaseException:
+        item.parent.rope_lab_failed = True
+        raise
     finally:
         # reported with the test (user_properties travel from an xdist worker to the
         # process that prints the summary)
@@ -86,7 +149,11 @@ def pytest_runtest_call(item):
             if output.get("output_type") == "stream" and output.get("name") == "stderr"
         ]
         if stderr:
+            item.parent.rope_lab_failed = True
             raise AssertionError("cell wrote to stderr:\n" + "".join(stderr))
+    if keeping:
+        _finish_keeping(item)
+    return result
 
 
 def pytest_runtest_logreport(report):

@@ -16,7 +16,8 @@ The book (``make book``) executes notebooks through :func:`run_notebooks` too. A
 kept in ``build/executed/``, keyed by the notebook's bytes and a fingerprint of everything
 its result can depend on (every file of the package, the Python and library versions): the
 same notebook on the same package is not run twice, and a changed one never comes from the
-cache. ``--no-cache`` runs everything.
+cache. ``make notebooks`` keeps nbval's runs there too (:func:`keep_run`). ``--no-cache``
+runs everything.
 
 Importing this module is cheap; nbformat and nbclient are imported when a notebook runs.
 """
@@ -79,9 +80,8 @@ def kernel_environment(workers: int) -> dict[str, str]:
     return environment
 
 
-def execute(nb, folder: Path, *, timeout: int = TIMEOUT, env: dict[str, str] | None = None):
-    """Run every cell of ``nb`` in a new kernel started in ``folder``, errors and all, and
-    keep the widget state (the book draws each panel's figure from it); returns ``nb``."""
+def _client(nb, folder: Path, *, timeout: int = TIMEOUT):
+    """nbclient's client for ``nb``, as the runner sets it up (widget state kept)."""
     from nbclient import NotebookClient
     from nbclient.output_widget import OutputWidget
 
@@ -101,10 +101,54 @@ def execute(nb, folder: Path, *, timeout: int = TIMEOUT, env: dict[str, str] | N
                             store_widget_state=True, config=kernel_config(),
                             resources={"metadata": {"path": str(folder)}})
     client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = CapturingOutput
+    return client
+
+
+def execute(nb, folder: Path, *, timeout: int = TIMEOUT, env: dict[str, str] | None = None):
+    """Run every cell of ``nb`` in a new kernel started in ``folder``, errors and all, and
+    keep the widget state (the book draws each panel's figure from it); returns ``nb``."""
+    client = _client(nb, folder, timeout=timeout)
     options = {"env": env} if env is not None else {}
     # its own event loop: notebooks run in several threads at once (run_notebooks)
     asyncio.run(client.async_execute(**options))
     return nb
+
+
+def keep_run(path: Path, replies: list[tuple[int, list[dict]]], *,
+             cache: Path = CACHE_DIR) -> bool:
+    """Keep a run of the notebook at ``path`` that another client made (nbval's, in `make
+    notebooks`) in ``cache``, as :func:`run_notebook` keeps its own, so that `make book`
+    and the book's tests take it instead of running the notebook again. ``replies``: for
+    each code cell run, in order, its index in the notebook and the kernel's iopub messages
+    for it. nbclient turns them into outputs and widget state exactly as when it executes
+    the notebook itself. Kept only when every code cell ran once and no cell failed or
+    wrote to stderr; returns whether it was kept."""
+    import nbformat
+    from nbclient.exceptions import CellExecutionComplete
+
+    source = path.read_bytes()
+    nb = nbformat.reads(source.decode("utf-8"), as_version=4)
+    code = [index for index, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    if sorted(index for index, _ in replies) != code:
+        return False
+    client = _client(nb, path.parent)
+    client.reset_execution_trackers()  # what executing sets up before the first cell
+    for index, messages in replies:
+        cell = nb.cells[index]
+        # what nbclient sets before each cell it executes
+        cell.outputs, cell.metadata["execution"] = [], {}
+        client.clear_before_next_output = False
+        for message in messages:
+            try:
+                client.process_message(message, cell, index)
+            except CellExecutionComplete:
+                break
+    client.set_widgets_metadata()
+    if problems(nb):
+        return False
+    cache.mkdir(parents=True, exist_ok=True)
+    _atomic.write_text(cache / f"{cache_key(source)}.ipynb", nbformat.writes(nb))
+    return True
 
 
 def problems(nb) -> list[str]:

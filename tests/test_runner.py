@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,52 @@ def test_the_editions_are_the_course_notebooks():
     with pytest.raises(ValueError, match="edition 'fr'"):
         runner.edition_notebooks("fr")
     assert json.loads(english[0].read_text())["cells"]
+
+
+def _shape(nb) -> list:
+    """Per code cell: its execution count and its outputs' kinds (consecutive stream outputs
+    as one: where a stream is split follows timing); the widget models' names."""
+    cells = []
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            kinds = []
+            for output in cell.outputs:
+                kind = (output.output_type, output.get("name"),
+                        tuple(sorted(output.get("data", {}))))
+                if not (kinds and kind[0] == "stream" and kinds[-1] == kind):
+                    kinds.append(kind)
+            cells.append((cell.execution_count, kinds))
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    return [cells, sorted(model["model_name"] for model in state.get("state", {}).values())]
+
+
+@pytest.mark.slow
+def test_a_run_kept_from_nbval_is_the_run_the_runner_makes(tmp_path):
+    """`make notebooks` keeps nbval's runs for `make book` (`--keep-runs`, conftest.py): a
+    kept run must be what rope_lab.runner would have made, the numbering of the cells, a
+    value hidden by ";", widgets and an Output widget's capture included; a notebook with a
+    failing cell keeps nothing."""
+    shutil.copy(ROOT / "conftest.py", tmp_path / "conftest.py")  # the notebooks' conftest
+    kernelspec = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                  "language": "python"}
+    good = new_notebook(cells=[
+        new_code_cell("x = 40 + 2\nx;"), new_code_cell("print('printed')\nx"),
+        new_code_cell("import ipywidgets\nipywidgets.IntSlider(value=3)"),
+        new_code_cell("out = ipywidgets.Output()\nwith out:\n    print('captured')\nout"),
+    ], metadata={"kernelspec": kernelspec})
+    nbformat.write(good, tmp_path / "good.ipynb")
+    nbformat.write(new_notebook(cells=[new_code_cell("1 / 0")], metadata={
+        "kernelspec": kernelspec}), tmp_path / "bad.ipynb")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+         "--nbval-current-env", "--nbval-no-rerun", "--keep-runs", str(tmp_path / "kept"),
+         "good.ipynb", "bad.ipynb"], cwd=tmp_path, capture_output=True, text=True)
+    assert "1 failed" in done.stdout and "4 passed" in done.stdout, done.stdout[-3000:]
+    kept = sorted(path for path in (tmp_path / "kept").iterdir())
+    assert [path.name for path in kept] == [
+        f"{runner.cache_key((tmp_path / 'good.ipynb').read_bytes())}.ipynb"]
+    kept = nbformat.read(kept[0], as_version=4)
+    made = runner.execute(nbformat.read(tmp_path / "good.ipynb", as_version=4), tmp_path)
+    assert _shape(kept) == _shape(made)
+    assert [cell.execution_count for cell in kept.cells] == [1, 2, 3, 4]
+    assert "captured" in json.dumps(kept.metadata["widgets"])

@@ -226,7 +226,8 @@ def lab_url(chromium, tmp_path_factory):
 def executed_notebooks() -> dict:
     """Every notebook of the book, both editions, executed by rope_lab.runner (which reuses a
     run from build/executed/ while the notebook and the package are unchanged, as after
-    `make book` or `make check`): once a session. Path -> the executed notebook."""
+    `make notebooks`, `make book` or `make check`): once a session. Path -> the executed
+    notebook."""
     from rope_lab import book, runner
 
     return {run.path: run.notebook
