@@ -28,9 +28,11 @@ RERUN = "re-run after Run All"
 def pytest_addoption(parser):
     parser.addoption("--nbval-no-rerun", action="store_true",
                      help="do not run every notebook cell a second time after Run All")
-    parser.addoption("--keep-runs", nargs="?", const="", default=None, metavar="DIR",
-                     help="keep each notebook's run (outputs and widget state) in DIR (default "
-                          "build/executed/) for `make book`, which then does not run it again")
+    parser.addoption("--keep-runs", action="store_true",
+                     help="keep each notebook's run (outputs and widget state) in "
+                          "build/executed/ for `make book`, which then does not run it again")
+    parser.addoption("--keep-runs-in", metavar="DIR",
+                     help="--keep-runs, into DIR instead of build/executed/")
 
 
 @pytest.hookimpl(trylast=True)
@@ -119,7 +121,7 @@ def _finish_keeping(item) -> None:
             notebook, "rope_lab_failed", False):
         from rope_lab import runner
 
-        folder = item.config.getoption("--keep-runs")
+        folder = item.config.getoption("--keep-runs-in")
         runner.keep_run(Path(notebook.path), notebook.rope_lab_replies,
                         cache=Path(folder) if folder else runner.CACHE_DIR)
 
@@ -128,15 +130,16 @@ def _finish_keeping(item) -> None:
 def pytest_runtest_call(item):
     if not hasattr(item, "cell"):  # not an nbval cell
         return (yield)
-    keeping = (item.config.getoption("--keep-runs") is not None
+    keeping = ((item.config.getoption("--keep-runs") or item.config.getoption("--keep-runs-in"))
                and not getattr(item, "rerun", False))
     if keeping:
         _start_keeping(item)
     start = time.perf_counter()
     try:
         result = yield
-    except BaseException:
-        item.parent.rope_lab_failed = True
+    except BaseException as error:  # a failed cell (nbval's errors, pytest.fail), not a skip
+        if not isinstance(error, pytest.skip.Exception):
+            item.parent.rope_lab_failed = True
         raise
     finally:
         # reported with the test (user_properties travel from an xdist worker to the

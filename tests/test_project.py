@@ -610,3 +610,22 @@ def test_xdist_groups_keep_their_tests_on_one_worker(tmp_path):
     assert all(len(used) == 1 for used in workers.values()), (
         f"the groups ran on these workers: {workers} (pytest "
         f"{metadata.version('pytest')}, pytest-xdist {metadata.version('pytest-xdist')})")
+
+
+@pytest.mark.slow
+def test_the_notebooks_stage_collects_the_notebooks_and_nothing_else():
+    """`make notebooks`' own command line, collecting only: every item is a notebook cell
+    (an option that takes a value once swallowed the folder, and the stage ran the unit
+    tests instead)."""
+    shown = subprocess.run(["make", "-n", "--no-print-directory", "notebooks",
+                            f"PY={sys.executable}", "JOBS=1"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.replace("\\\n", " ")
+    command = next(line for line in shown.splitlines() if "-m pytest" in line)
+    arguments = command.split("-m pytest", 1)[1].split()
+    done = subprocess.run([sys.executable, "-m", "pytest", *arguments, "--collect-only", "-q"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    items = [line for line in done.stdout.splitlines() if "::" in line]
+    assert len(items) > 500, done.stdout[-2000:]
+    assert all(line.startswith("notebooks/") and ".ipynb::Cell " in line for line in items), (
+        [line for line in items if not line.startswith("notebooks/")][:5])

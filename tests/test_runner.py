@@ -145,7 +145,7 @@ def test_a_run_kept_from_nbval_is_the_run_the_runner_makes(tmp_path):
         "kernelspec": kernelspec}), tmp_path / "bad.ipynb")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-         "--nbval-current-env", "--nbval-no-rerun", "--keep-runs", str(tmp_path / "kept"),
+         "--nbval-current-env", "--nbval-no-rerun", "--keep-runs-in", str(tmp_path / "kept"),
          "good.ipynb", "bad.ipynb"], cwd=tmp_path, capture_output=True, text=True)
     assert "1 failed" in done.stdout and "4 passed" in done.stdout, done.stdout[-3000:]
     kept = sorted(path for path in (tmp_path / "kept").iterdir())
