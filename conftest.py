@@ -80,6 +80,8 @@ def _record(notebook) -> None:
     """From now on, keep the kernel's iopub messages for each cell nbval runs in
     ``notebook`` (its first pass) on ``notebook.rope_lab_replies``."""
     notebook.rope_lab_replies, notebook.rope_lab_current = [], None
+    # the bytes that run: the cache key must not be taken from a file edited meanwhile
+    notebook.rope_lab_source = Path(notebook.path).read_bytes()
     kernel, receive = notebook.kernel, notebook.get_kernel_message
 
     def recording_execute(source, allow_stdin=False):
@@ -123,7 +125,8 @@ def _finish_keeping(item) -> None:
 
         folder = item.config.getoption("--keep-runs-in")
         runner.keep_run(Path(notebook.path), notebook.rope_lab_replies,
-                        cache=Path(folder) if folder else runner.CACHE_DIR)
+                        cache=Path(folder) if folder else runner.CACHE_DIR,
+                        source=notebook.rope_lab_source)
 
 
 @pytest.hookimpl(wrapper=True)

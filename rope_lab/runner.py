@@ -115,18 +115,19 @@ def execute(nb, folder: Path, *, timeout: int = TIMEOUT, env: dict[str, str] | N
 
 
 def keep_run(path: Path, replies: list[tuple[int, list[dict]]], *,
-             cache: Path = CACHE_DIR) -> bool:
+             cache: Path = CACHE_DIR, source: bytes | None = None) -> bool:
     """Keep a run of the notebook at ``path`` that another client made (nbval's, in `make
     notebooks`) in ``cache``, as :func:`run_notebook` keeps its own, so that `make book`
     and the book's tests take it instead of running the notebook again. ``replies``: for
     each code cell run, in order, its index in the notebook and the kernel's iopub messages
     for it. nbclient turns them into outputs and widget state exactly as when it executes
-    the notebook itself. Kept only when every code cell ran once and no cell failed or
-    wrote to stderr; returns whether it was kept."""
+    the notebook itself. ``source``: the notebook's bytes as they were run (default: the
+    file now). Kept only when every code cell ran once and no cell failed or wrote to
+    stderr; returns whether it was kept."""
     import nbformat
     from nbclient.exceptions import CellExecutionComplete
 
-    source = path.read_bytes()
+    source = path.read_bytes() if source is None else source
     nb = nbformat.reads(source.decode("utf-8"), as_version=4)
     code = [index for index, cell in enumerate(nb.cells) if cell.cell_type == "code"]
     if sorted(index for index, _ in replies) != code:
