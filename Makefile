@@ -21,6 +21,13 @@
 #               for the next run, instead of removing it once the session passes
 #   JOBS=N      pytest workers (default: one per CPU core; the unit tests get twice as many)
 PYTHON ?= python3
+# Python's compiled bytecode goes to build/pycache for every command make starts, also where
+# PYTHONDONTWRITEBYTECODE is set (as on CI's machines): without it every process compiled
+# numpy, matplotlib, Jupyter and the course from source again (uv installs no .pyc files),
+# about 1-2 CPU-seconds for each of make test's several hundred Python processes.
+# The tree stays clean: no __pycache__ folders beside the sources.
+export PYTHONPYCACHEPREFIX := $(CURDIR)/build/pycache
+unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 PY := $(VENV)/bin/python
 TORCH ?=
@@ -140,15 +147,16 @@ browser: install-test chromium
 # The oldest versions pyproject.toml allows, Google Colab's stack and the newest releases,
 # each in its own virtual environment under .nox/, running the unit tests and every English
 # notebook. One session at a time, and a session's environment (about 3 GB: torch, triton
-# and the rest) is removed once it passes, so the disk needs room for .venv and one session,
-# not three (a CI run once filled its disk on the third). A failed session's environment
-# stays, for `.venv/bin/nox -s NAME` to rerun in; KEEP_NOX=1 keeps them all.
+# and the rest; its bytecode in build/pycache goes with it) is removed once it passes, so
+# the disk needs room for .venv and one session, not three (a CI run once filled its disk
+# on the third). A failed session's environment stays, for `.venv/bin/nox -s NAME` to rerun
+# in; KEEP_NOX=1 keeps them all.
 NOX_SESSIONS := oldest colab newest
 compat: install-test
 	@for session in $(NOX_SESSIONS); do \
 		$(if $(filter cpu,$(TORCH)),ROPE_LAB_TORCH_INDEX=$(TORCH_CPU_INDEX)) ROPE_LAB_JOBS=$(JOBS) \
 			$(VENV)/bin/nox --no-color -s $$session || exit 1; \
-		$(if $(KEEP_NOX),,rm -rf .nox/$$session;) \
+		$(if $(KEEP_NOX),,rm -rf .nox/$$session "$(PYTHONPYCACHEPREFIX)$(CURDIR)/.nox/$$session";) \
 	done
 
 # Debian's chromium, installed only when /usr/bin/chromium is missing. That needs root (CI

@@ -60,3 +60,19 @@ def grader_worker():
 # slow tests start at once and the thousands of fast ones fill the workers around them.
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable
+
+
+# make sets PYTHONPYCACHEPREFIX (Makefile): the bytecode of every module a test's subprocess
+# imports lands under build/pycache, also that of the package copies and nox environments the
+# tests make in their temporary folders. Those folders go (pytest keeps the last three runs);
+# their bytecode goes with this run's, once every worker is done.
+def pytest_sessionfinish(session):
+    import shutil
+    import sys
+    from pathlib import Path
+
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    basetemp = getattr(factory, "_basetemp", None)
+    if sys.pycache_prefix and basetemp and not hasattr(session.config, "workerinput"):
+        shutil.rmtree(Path(sys.pycache_prefix) / Path(basetemp).relative_to(Path(basetemp).anchor),
+                      ignore_errors=True)

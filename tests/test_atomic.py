@@ -99,6 +99,12 @@ def test_a_full_disk_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch)
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
+# A process under a file-size limit must not write bytecode: Python's .pyc writer takes a
+# short write for a whole one and leaves a truncated .pyc ("marshal data too short") that
+# breaks every later import of that module (make's PYTHONPYCACHEPREFIX shares them).
+NO_BYTECODE = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
 SIZE_LIMITED = """
 import importlib.util, resource, sys
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), int(sys.argv[2])))
@@ -118,7 +124,7 @@ def test_a_file_size_limit_leaves_the_old_file(tmp_path):
     path = tmp_path / "catalog.po"
     path.write_bytes(b"old" * 1000)
     done = subprocess.run([sys.executable, "-c", SIZE_LIMITED, str(path), "40000", str(ATOMIC)],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, check=True, env=NO_BYTECODE)
     assert done.stdout.strip() == "File too large"
     assert path.read_bytes() == b"old" * 1000 and [p.name for p in tmp_path.iterdir()] == [
         "catalog.po"]
@@ -369,6 +375,7 @@ def _limited(limit: int):
     return apply
 
 
+
 def _copy_for_translations(tmp_path: Path) -> Path:
     """The notebooks, their catalogs and the package, where `update` can write."""
     import shutil
@@ -413,7 +420,7 @@ def test_update_under_a_file_size_limit_keeps_every_catalog(tmp_path):
                           "source": ["A new paragraph the catalog does not have yet."]})
     notebook.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     done = subprocess.run([sys.executable, "-c", UPDATE, str(clone)], capture_output=True,
-                          text=True, preexec_fn=_limited(40_000), cwd=ROOT)
+                          text=True, preexec_fn=_limited(40_000), cwd=ROOT, env=NO_BYTECODE)
     assert "refused: File too large" in done.stdout, done.stdout + done.stderr
     assert {path: path.read_bytes() for path in catalog.parent.glob("*.po")} == before
     assert not list(catalog.parent.glob(".*.tmp"))
@@ -430,7 +437,7 @@ def test_the_font_script_under_a_file_size_limit_keeps_the_font(tmp_path):
     out.write_bytes(CJK_FONT.read_bytes())
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "cjk_font.py"), "--font",
                            str(CJK_FONT), "--out", str(out)], capture_output=True, text=True,
-                          preexec_fn=_limited(64 * 1024))
+                          preexec_fn=_limited(64 * 1024), env=NO_BYTECODE)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1 and "File too large" in done.stderr, done.stderr
     assert out.read_bytes() == CJK_FONT.read_bytes()

@@ -226,6 +226,7 @@ def child(mutant: Mutant | None, cells, mode: str, write_end: int) -> None:
     faulthandler.dump_traceback_later(SECONDS_PER_MUTANT - 5, file=stack)
     try:
         folder = Path(tempfile.mkdtemp(prefix="rope_lab_mutant_"))
+        sys.dont_write_bytecode = True  # the copy is imported once: its bytecode is never read
         try:
             sys.path.insert(0, str(overlay(mutant, folder)))
             # the parent may have imported the real package (to list notebooks): forget it
