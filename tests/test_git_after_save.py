@@ -123,6 +123,23 @@ def test_a_saved_notebook_is_clean_and_an_edited_one_is_not_whatever_its_name(tm
 
 
 @pytest.mark.slow
+def test_a_notebook_saved_outside_the_lab_is_cleared_by_git_add(tmp_path):
+    """docs/setup.md, VS Code (or nbconvert --inplace): no hook runs, so `git status` lists a
+    run and saved notebook; `git add` on it stages nothing and clears the line, and stages a
+    real edit as one."""
+    folder = repository(tmp_path, ["ran.ipynb", "edited.ipynb"])
+    for name in ["ran.ipynb", "edited.ipynb"]:
+        (folder / name).write_text(saved_in_class(ROOT / "notebooks" / "00_start_here.ipynb"))
+    notebook = json.loads((folder / "edited.ipynb").read_text())
+    notebook["cells"][0]["source"] = ["# edited in class\n"]
+    (folder / "edited.ipynb").write_text(json.dumps(notebook, indent=1) + "\n")
+    assert status(folder) == " M edited.ipynb\n M ran.ipynb\n"
+    assert git("diff", "--name-only", cwd=folder) == "edited.ipynb\n"
+    git("add", "ran.ipynb", "edited.ipynb", cwd=folder)
+    assert status(folder) == "M  edited.ipynb\n"
+    assert git("diff", "--cached", "--name-only", cwd=folder) == "edited.ipynb\n"
+
+@pytest.mark.slow
 def test_a_save_never_waits_for_a_slow_git(tmp_path):
     """git that takes seconds (a fresh clone's first index write, a loaded machine): the
     save returns within the hook's bound; git finishes by itself, and leaves no lock."""
