@@ -25,56 +25,66 @@ its time went.
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 
 Result = tuple[str, float | None, str, float | None]
 
 
+def _keep(stream, into: io.BytesIO) -> None:
+    for chunk in iter(lambda: stream.read1(1 << 16), b""):
+        into.write(chunk)
+    stream.close()
+
+
 def _side_by_side(group: list[str], make: str, out) -> list[tuple[Result, int]]:
     """Start every stage of ``group``; the last one's output passes through, the others'
-    is kept in a temporary file and printed once all have ended."""
+    is kept (read from a pipe as it comes) and printed once all have ended."""
     start = time.monotonic()
-    running: dict[int, tuple[str, subprocess.Popen, object]] = {}
+    running: dict[int, tuple[str, subprocess.Popen, threading.Thread | None]] = {}
+    keeping: dict[str, io.BytesIO] = {}
     for index, stage in enumerate(group):
         last = index == len(group) - 1
         print(f"\n=== make {stage}" + ("" if last else f" (beside {group[-1]}: its output "
                                                      f"follows when {group[-1]} ends)")
               + " ===", file=out, flush=True)
-        kept = None if last else tempfile.TemporaryFile()
         process = subprocess.Popen([make, "--no-print-directory", stage],
-                                   stdout=kept, stderr=kept and subprocess.STDOUT)
-        running[process.pid] = (stage, process, kept)
+                                   stdout=None if last else subprocess.PIPE,
+                                   stderr=None if last else subprocess.STDOUT)
+        reader = None
+        if not last:
+            keeping[stage] = io.BytesIO()
+            reader = threading.Thread(target=_keep, args=(process.stdout, keeping[stage]),
+                                      daemon=True)
+            reader.start()
+        running[process.pid] = (stage, process, reader)
     ended: dict[str, tuple[Result, int]] = {}
-    keeping: dict[str, object] = {}
     while running:
         # os.wait4: each stage's own CPU time (its processes and all they waited for)
         pid, wait_status, usage = os.wait4(-1, 0)
         if pid not in running:
             continue
-        stage, process, kept = running.pop(pid)
+        stage, process, reader = running.pop(pid)
         code = process.returncode = os.waitstatus_to_exitcode(wait_status)
         seconds = time.monotonic() - start
         result = "passed" if code == 0 else "FAILED"
         if len(group) > 1:
             result += f", beside {' and '.join(s for s in group if s != stage)}"
         ended[stage] = ((stage, seconds, result, usage.ru_utime + usage.ru_stime), code)
-        if kept is not None:
-            keeping[stage] = kept
+        if reader is not None:
+            reader.join(10)  # a process the stage left running may hold the pipe open
             print(f"\n=== make {stage}: {'passed' if code == 0 else 'FAILED'} after "
                   f"{_minutes(seconds)} (its output follows when {group[-1]} ends) ===",
                   file=out, flush=True)
     for stage in group[:-1]:
-        kept = keeping[stage]
         print(f"\n=== make {stage}: its output (it ran beside {group[-1]}) ===", file=out,
               flush=True)
-        kept.seek(0)
-        out.write(kept.read().decode("utf-8", "replace"))
+        out.write(keeping[stage].getvalue().decode("utf-8", "replace"))
         out.flush()
-        kept.close()
     return [ended[stage] for stage in group]
 
 
