@@ -50,10 +50,7 @@ lab: install
 
 # Every check, one stage after another (each is a target of its own: make unit, make browser
 # …), then a table of how long each stage took (scripts/stages.py), also when one fails.
-# The browser stage runs beside the version sessions (browser+compat): it mostly waits for
-# JupyterLab and Chromium, and the sessions leave a core idle while they install; its output
-# is printed, whole, after theirs.
-TEST_STAGES := install-test lint unit notebooks browser+compat
+TEST_STAGES := install-test lint unit notebooks browser compat
 test:
 	@MAKE='$(MAKE)' $(PYTHON) scripts/stages.py $(TEST_STAGES)
 
