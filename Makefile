@@ -22,11 +22,12 @@
 #   JOBS=N      pytest workers (default: one per CPU core; the unit tests get twice as many)
 PYTHON ?= python3
 # Python's compiled bytecode goes to build/pycache for every command make starts, also where
-# PYTHONDONTWRITEBYTECODE is set (as on CI's machines): without it every process compiled
-# numpy, matplotlib, Jupyter and the course from source again (uv installs no .pyc files),
-# about 1-2 CPU-seconds for each of make test's several hundred Python processes.
-# The tree stays clean: no __pycache__ folders beside the sources.
-export PYTHONPYCACHEPREFIX := $(CURDIR)/build/pycache
+# PYTHONDONTWRITEBYTECODE is set (it is on the machines this course is built on): without
+# it every process compiled numpy, matplotlib, Jupyter and the course from source again (uv
+# installs no .pyc files), about 1-2 CPU-seconds for each of make test's several hundred
+# Python processes. The tree stays clean: no __pycache__ folders beside the sources. Your
+# own PYTHONPYCACHEPREFIX, if you set one, is kept.
+export PYTHONPYCACHEPREFIX ?= $(CURDIR)/build/pycache
 unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 PY := $(VENV)/bin/python
