@@ -19,7 +19,7 @@
 #   INSTALLER=pip   install everything with pip (default: pip for torch, uv for the rest)
 #   KEEP_NOX=1  make compat keeps each nox session's environment in .nox/ (about 3 GB each)
 #               for the next run, instead of removing it once the session passes
-#   JOBS=N      pytest workers (default: one per CPU core; the unit tests get twice as many)
+#   JOBS=N      pytest workers (default: one per CPU core; the unit tests get one more)
 PYTHON ?= python3
 # Python's compiled bytecode goes to build/pycache for every command make starts, also where
 # PYTHONDONTWRITEBYTECODE is set (it is on the machines this course is built on): without
@@ -115,12 +115,14 @@ $(TEST_STAMP): pyproject.toml constraints.txt Makefile
 	$(call install_set,$(TEST_EXTRAS))
 	touch $(LAB_STAMP) $(TEST_STAMP)
 
-# pytest workers: one per core (JOBS=N to choose). Most of the unit tests' time is spent
-# waiting (subprocesses, kernels, the network), so they get twice as many workers as cores;
-# the slow tests are handed out first (tests/conftest.py) and an idle worker takes work from
-# a busy one (--dist worksteal), so the run does not end on one long test started last.
+# pytest workers: one per core (JOBS=N to choose). Some of the unit tests wait (on
+# subprocesses, kernels), so they get one worker more than there are cores; not more, as
+# every worker collects every test file and imports what they import (`time make unit` on
+# 2 cores: 3 workers 7:50 and 14:26 CPU-minutes, 4 workers 8:30 and 15:52). The slow tests
+# are handed out first (tests/conftest.py) and an idle worker takes work from a busy one
+# (--dist worksteal), so the run does not end on one long test started last.
 JOBS ?= $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
-UNIT_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
+UNIT_JOBS ?= $(shell echo $$(( $(JOBS) + 1 )))
 
 # ruff for style and bugs; lint-imports for the package's floors ([tool.importlinter] in
 # pyproject.toml: a module imports only the floors below its own).

@@ -179,10 +179,13 @@ def _install_and_run(session: nox.Session, pins: list[str], *, newest: bool = Fa
     # so no session pulls CUDA wheels
     torch_index = os.environ.get("ROPE_LAB_TORCH_INDEX")
     index = ["--index-url", torch_index] if torch_index else ["--constraint", str(constraints)]
+    # --no-compile: pip would compile all of torch's modules (8 of its 20 s here); `make`
+    # gives the session's processes a bytecode cache (PYTHONPYCACHEPREFIX), which compiles
+    # only the modules they import, once
     if newest and torch_index:
-        session.install("--upgrade", *index, "torch")  # the newest CPU build on that index
+        session.install("--no-compile", "--upgrade", *index, "torch")  # the newest CPU build
     else:
-        session.install(*index, f"torch=={TORCH_HERE}")
+        session.install("--no-compile", *index, f"torch=={TORCH_HERE}")
     # whatever torch is installed now stays: the rest must not swap it for a CUDA build
     installed = session.run_install("python", "-c", "import torch; print(torch.__version__)",
                                     silent=True).strip().splitlines()[-1]

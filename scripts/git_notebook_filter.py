@@ -86,6 +86,11 @@ class _Stream:
 
 def clean(content: bytes, arguments: list[str]) -> bytes:
     """``content`` through ``nbstripout ARGUMENTS`` (stdin to stdout), in this process."""
+    # nbformat imports jsonschema, whose format checkers import rfc3987_syntax when it is
+    # installed (jupyter-events requires it): about 1 s building parsers, two thirds of this
+    # process's start, for the "iri" formats, which nbformat never checks (it validates
+    # with no format checker). jsonschema skips a checker whose module cannot be imported.
+    sys.modules.setdefault("rfc3987_syntax", None)
     from nbstripout import main
 
     output = _Captured()

@@ -125,10 +125,12 @@ def _relative_imports(tree: ast.AST, module: str, root: Path = ROOT) -> set[str]
     return names
 
 
+@functools.cache
 def _is_package(module: str, root: Path = ROOT) -> bool:
     return (root / Path(*module.split(".")) / "__init__.py").is_file()
 
 
+@functools.cache  # each file's closure walks most of the package again: ~200 000 lookups
 def course_file(module: str, root: Path = ROOT) -> Path | None:
     """The file of rope_lab module (or package) ``module``; None if it is not one."""
     path = root / Path(*module.split("."))

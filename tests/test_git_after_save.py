@@ -226,3 +226,15 @@ def test_a_fresh_clones_first_index_write_starts_the_filter_once(tmp_path):
               if "run_command" in line and ("nbstripout" in line or "notebook_filter" in line)]
     assert len(starts) == 1 and "git_notebook_filter.py" in starts[0], starts
     assert status(clone) == ""
+
+
+def test_the_filter_process_builds_no_iri_parsers():
+    """nbformat brings jsonschema, which imports rfc3987_syntax when it is installed (it
+    builds some 35 parsers, about 1 s, for formats nbformat never checks): the filter
+    process, started by every git command that reads a notebook, leaves it out."""
+    probe = ("import sys; sys.path.insert(0, 'scripts'); import git_notebook_filter as f; "
+             "f.clean(open('notebooks/00_start_here.ipynb', 'rb').read(), ['--keep-id']); "
+             "print(sys.modules.get('rfc3987_syntax', 'absent'))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.strip() in ("None", "absent"), done.stdout
