@@ -237,6 +237,10 @@ EDIT = """async path => {
     app.shell.activateById(panel.id);
     await app.commands.execute('docmanager:save');
     await panel.sessionContext.ready;
+    // as a teacher's kernel is, up before it is shut down: one shut down while it still
+    // imports prints a KeyboardInterrupt into the lab's log (seen once, 0.15 s after start)
+    const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+    if (kernel) { await kernel.info; }
     const session = panel.sessionContext.session && panel.sessionContext.session.id;
     panel.close();
     if (session) { await app.serviceManager.sessions.shutdown(session); }
