@@ -56,6 +56,15 @@ LAB_SETTINGS = {
 }
 
 
+# Every test here drives a browser, a lab or a built book: seconds each, so all are slow and
+# the fast loop (`pytest -m "not slow"`, docs/testing.md) leaves them to `make browser`.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.slow)
+
+
 def on_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
 
