@@ -610,3 +610,15 @@ def test_each_release_reads_with_the_rules_of_its_closest_release():
     assert config_module._version_key("5.0.0rc1") == (5, 0, 0)
     assert config_module._version_key("4.57.0.dev0") == (4, 57, 0)
     assert config_module._version_key("5.1") == (5, 1)
+
+
+def test_the_pinned_release_is_the_one_constraints_txt_pins():
+    """Without transformers, configs read with the pinned release's rules, and notebook 04
+    prints the pin: both follow constraints.txt, which has a rules file."""
+    from pathlib import Path
+
+    lines = (Path(__file__).resolve().parents[1] / "constraints.txt").read_text().splitlines()
+    pinned = next(line.split("==")[1].strip() for line in lines
+                  if line.startswith("transformers=="))
+    assert config_module.PINNED_TRANSFORMERS == pinned
+    assert pinned in config_module.available_rules()

@@ -119,11 +119,12 @@ def test_packed_rows_and_empty_rows():
 def test_decode_positions_equal_what_the_model_counts_from_its_cache(past, new, llama):
     cache = transformers.DynamicCache()
     ids = torch.randint(1, 96, (1, past + new), generator=torch.Generator().manual_seed(1))
+    feed = {tiny.cache_argument(llama): cache, "use_cache": True}  # `cache` from 5.24
     with torch.no_grad():
         if past:
-            llama(ids[:, :past], past_key_values=cache, use_cache=True)
+            llama(ids[:, :past], **feed)
         with _Recorder(llama) as recorder:
-            llama(ids[:, past:], past_key_values=cache, use_cache=True)
+            llama(ids[:, past:], **feed)
     assert torch.equal(recorder.calls[0], hf.decode_position_ids(past, new))
 
 

@@ -148,7 +148,7 @@ class _ReleaseNote(_Note):
 
 # The transformers release the course pins (constraints.txt): its rules are used when
 # transformers is not installed.
-PINNED_TRANSFORMERS = "5.23.0"
+PINNED_TRANSFORMERS = "5.24.0"
 
 # transformers 4.51.0 up to 4.56.0 (not included) computed YaRN with factor =
 # max_position_embeddings / original_max_position_embeddings whenever the scaling block named
