@@ -237,10 +237,16 @@ EDIT = """async path => {
     app.shell.activateById(panel.id);
     await app.commands.execute('docmanager:save');
     await panel.sessionContext.ready;
-    // as a teacher's kernel is, up before it is shut down: one shut down while it still
-    // imports prints a KeyboardInterrupt into the lab's log (seen once, 0.15 s after start)
+    // as a teacher's kernel is, up and done with the lab's start-up requests before it is
+    // shut down: ipykernel prints into the lab's log when shut down while it still imports
+    // (a KeyboardInterrupt, seen 0.15 s after start) or still answers the lab's first
+    // control request (an unawaited dispatch_control, seen 0.1 s after its info reply)
     const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
-    if (kernel) { await kernel.info; }
+    if (kernel) {
+        await kernel.info;
+        await new Promise(done => setTimeout(done, 1000));
+        while (kernel.status !== 'idle') { await new Promise(done => setTimeout(done, 100)); }
+    }
     const session = panel.sessionContext.session && panel.sessionContext.session.id;
     panel.close();
     if (session) { await app.serviceManager.sessions.shutdown(session); }
