@@ -615,10 +615,8 @@ def test_each_release_reads_with_the_rules_of_its_closest_release():
 def test_the_pinned_release_is_the_one_constraints_txt_pins():
     """Without transformers, configs read with the pinned release's rules, and notebook 04
     prints the pin: both follow constraints.txt, which has a rules file."""
-    from pathlib import Path
+    from test_project import constraints
 
-    lines = (Path(__file__).resolve().parents[1] / "constraints.txt").read_text().splitlines()
-    pinned = next(line.split("==")[1].strip() for line in lines
-                  if line.startswith("transformers=="))
+    pinned = constraints()["transformers"]
     assert config_module.PINNED_TRANSFORMERS == pinned
     assert pinned in config_module.available_rules()

@@ -245,7 +245,11 @@ EDIT = """async path => {
     if (kernel) {
         await kernel.info;
         await new Promise(done => setTimeout(done, 1000));
-        while (kernel.status !== 'idle') { await new Promise(done => setTimeout(done, 100)); }
+        // a kernel that died or never settles is shut down all the same after 30 s
+        const until = Date.now() + 30000;
+        while (kernel.status !== 'idle' && kernel.status !== 'dead' && Date.now() < until) {
+            await new Promise(done => setTimeout(done, 100));
+        }
     }
     const session = panel.sessionContext.session && panel.sessionContext.session.id;
     panel.close();
